@@ -1,0 +1,42 @@
+"""python -m synet {info,bench,selftest}."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m synet", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("info", help="version, compiler, flags, OpenMP, SIMD level, threads")
+    bench = commands.add_parser("bench", help="run the built-in workloads against installed peers")
+    bench.add_argument("--only", help="comma-separated workload names, e.g. G1,B2")
+    bench.add_argument("--repeats", type=int, default=7, help="timed rounds per candidate (median reported)")
+    bench.add_argument("--json", metavar="PATH", help="also save the results as JSON")
+    bench.add_argument("--list", action="store_true", help="list the workloads and exit")
+    commands.add_parser("selftest", help="quick correctness check of every op against NumPy")
+    args = parser.parse_args(argv)
+
+    if args.command == "info":
+        import synet
+
+        synet.show_config()
+        return 0
+    if args.command == "bench":
+        from synet import benchmarks
+
+        if args.list:
+            for workload in benchmarks.all_workloads():
+                print(f"{workload.name:<5}{workload.title}")
+            return 0
+        only = [name.strip() for name in args.only.split(",")] if args.only else None
+        benchmarks.run(only=only, repeats=args.repeats, json_path=args.json)
+        return 0
+    from synet._selftest import selftest
+
+    return 0 if selftest() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""Argument checks shared by every op: run with the GIL, before any kernel starts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._types import BFLOAT16
+
+UINT16 = np.dtype(np.uint16)
+
+def require_array(value: object, name: str) -> np.ndarray:
+    """`value` itself if it is an ndarray, else TypeError naming the parameter."""
+    if not isinstance(value, np.ndarray):
+        raise TypeError(f"{name}: expected a numpy.ndarray, got {type(value).__name__}")
+    return value
+
+def check_buffer(
+    value: object,
+    name: str,
+    dtypes: tuple[np.dtype, ...],
+    size: int,
+    *,
+    writeable: bool = False,
+) -> np.ndarray:
+    """A context's operand: an ndarray, C-contiguous, of one of `dtypes`, with `size` elements.
+
+    No hidden copies: anything else raises (TypeError for a non-array, ValueError otherwise).
+    """
+    array = require_array(value, name)
+    if array.dtype not in dtypes:
+        expected = " or ".join(str(d) for d in dtypes)
+        raise ValueError(f"{name}: expected dtype {expected}, got {array.dtype}")
+    if not array.flags.c_contiguous:
+        raise ValueError(f"{name}: expected a C-contiguous array (strides {array.strides} given)")
+    if array.size != size:
+        raise ValueError(f"{name}: expected {size} elements, got {array.size} (shape {array.shape})")
+    if writeable and not array.flags.writeable:
+        raise ValueError(f"{name}: expected a writeable array, got a read-only one")
+    return array
+
+def bf16_dtypes() -> tuple[np.dtype, np.dtype]:
+    """The dtypes that hold bfloat16 values: ml_dtypes.bfloat16, or uint16 raw bits."""
+    return (BFLOAT16, UINT16)
+
+def flat_view(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """A 1-D view of a C-contiguous array reinterpreted as `dtype` of the same itemsize."""
+    return array.reshape(-1).view(dtype)
+
+def check_n_threads(n_threads: object) -> None:
+    if n_threads is not None and (isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer))):
+        raise TypeError(f"n_threads: expected an int or None, got {type(n_threads).__name__}")

@@ -1,0 +1,290 @@
+"""synet's runtime core: the OpenMP thread policy, build facts and the BF16 array helpers.
+
+The ops live in their own extension modules (_gather, ...), which share the inline BF16
+helpers of ``bf16.pxd`` and take their thread count from ``resolve_num_threads`` here.
+"""
+
+import os
+
+import numpy as np
+
+from libc.stdint cimport uint16_t, uint32_t
+from cython.parallel cimport prange
+
+from synet.bf16 cimport (
+    bf16_nearest_from_bits, bf16_truncate_from_bits, bf16_nearest_from_float64,
+    bf16_truncate_from_float64,
+)
+
+from ._arrays import UINT16, check_n_threads, require_array
+from ._types import BFLOAT16
+
+cdef extern from *:
+    """
+    #ifdef _OPENMP
+    #include <omp.h>
+    #define SYNET_OPENMP 1
+    #else
+    #define SYNET_OPENMP 0
+    static int omp_get_max_threads(void) { return 1; }
+    #endif
+    static const char *synet_simd_level(void) {
+    #if defined(__AVX512BF16__)
+        return "AVX-512 + BF16";
+    #elif defined(__AVX512BW__)
+        return "AVX-512BW";
+    #elif defined(__AVX512F__)
+        return "AVX-512F";
+    #elif defined(__AVX2__)
+        return "AVX2";
+    #elif defined(__SSE4_2__)
+        return "SSE4.2";
+    #elif defined(__SSE2__)
+        return "SSE2";
+    #elif defined(__ARM_NEON)
+        return "NEON";
+    #else
+        return "scalar";
+    #endif
+    }
+    """
+    const int SYNET_OPENMP
+    int omp_get_max_threads() noexcept nogil
+    const char *synet_simd_level() noexcept nogil
+
+OPENMP = bool(SYNET_OPENMP)
+SIMD_LEVEL = synet_simd_level().decode()
+
+cdef int _requested_threads = 0  # 0: follow OpenMP's limit (OMP_NUM_THREADS, threadpoolctl)
+
+# Elements per parallel block of the elementwise helpers; below 4 blocks they run serially.
+cdef enum:
+    BLOCK = 1 << 15
+
+
+def available_cpus():
+    """The number of CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _normalise_threads(n, str name):
+    check_n_threads(n)
+    n = int(n)
+    if n == 0:
+        raise ValueError(f"{name}: expected a non-zero int (negative counts from the CPU count), got 0")
+    if n < 0:
+        cpus = available_cpus()
+        if cpus + n + 1 < 1:
+            raise ValueError(f"{name}: {n} leaves no thread of the {cpus} CPUs available")
+        n = cpus + n + 1
+    return n if OPENMP else 1
+
+
+def set_num_threads(n):
+    """Set the threads synet's kernels use: n > 0, or n < 0 for (CPUs + 1 + n); None resets.
+
+    By default synet follows OpenMP's limit: OMP_NUM_THREADS, threadpoolctl's limits, else
+    the CPUs this process may use.
+    """
+    global _requested_threads
+    _requested_threads = 0 if n is None else _normalise_threads(n, "n")
+
+
+def get_num_threads():
+    """The threads synet's kernels use when a call does not say (`n_threads=None`)."""
+    if not OPENMP:
+        return 1
+    return _requested_threads if _requested_threads else max(1, omp_get_max_threads())
+
+
+def resolve_num_threads(n_threads=None):
+    """The thread count for one call: `n_threads` if given (negatives count back), else the default."""
+    if n_threads is None:
+        return get_num_threads()
+    return _normalise_threads(n_threads, "n_threads")
+
+
+# ---------------------------------------------------------------------------------------------
+# BF16 array helpers
+
+
+ctypedef fused source_t:
+    uint32_t  # float32 bits
+    double
+
+ctypedef fused target_t:
+    uint16_t  # bfloat16 bits
+    uint32_t  # float32 bits of the rounded value
+
+
+cdef inline uint16_t _to_bf16(source_t value, bint truncate) noexcept nogil:
+    if source_t is double:
+        return bf16_truncate_from_float64(value) if truncate else bf16_nearest_from_float64(value)
+    else:
+        return bf16_truncate_from_bits(value) if truncate else bf16_nearest_from_bits(value)
+
+
+cdef void _round(const source_t[::1] src, target_t[::1] dst, bint truncate, int threads) noexcept nogil:
+    """dst = bf16(src) (bits), or the float32 bits of it; parallel over blocks of BLOCK."""
+    cdef Py_ssize_t n = src.shape[0], block, start, stop, i
+    cdef Py_ssize_t blocks = (n + BLOCK - 1) // BLOCK
+    for block in prange(blocks, schedule="static", num_threads=threads, use_threads_if=blocks >= 4):
+        start = block * BLOCK
+        stop = min(start + BLOCK, n)
+        if truncate:  # two loops so that each vectorises without a branch
+            for i in range(start, stop):
+                if target_t is uint16_t:
+                    dst[i] = _to_bf16(src[i], True)
+                else:
+                    dst[i] = (<uint32_t>_to_bf16(src[i], True)) << 16
+        else:
+            for i in range(start, stop):
+                if target_t is uint16_t:
+                    dst[i] = _to_bf16(src[i], False)
+                else:
+                    dst[i] = (<uint32_t>_to_bf16(src[i], False)) << 16
+
+
+cdef void _widen(const uint16_t[::1] src, uint32_t[::1] dst, int threads) noexcept nogil:
+    """float32 bits = bfloat16 bits << 16."""
+    cdef Py_ssize_t n = src.shape[0], block, start, stop, i
+    cdef Py_ssize_t blocks = (n + BLOCK - 1) // BLOCK
+    for block in prange(blocks, schedule="static", num_threads=threads, use_threads_if=blocks >= 4):
+        start = block * BLOCK
+        stop = min(start + BLOCK, n)
+        for i in range(start, stop):
+            dst[i] = (<uint32_t>src[i]) << 16
+
+
+def _round_into(array, dst, bint truncate, int threads):
+    """Dispatch _round on (float32 | float64 source) x (uint16 | uint32 destination)."""
+    cdef const uint32_t[::1] bits32
+    cdef const double[::1] values64
+    cdef uint16_t[::1] dst16
+    cdef uint32_t[::1] dst32
+    if dst.dtype == np.uint16:
+        dst16 = dst
+        if array.dtype == np.float32:
+            bits32 = array.view(np.uint32)
+            _round(bits32, dst16, truncate, threads)
+        else:
+            values64 = array
+            _round(values64, dst16, truncate, threads)
+    else:
+        dst32 = dst
+        if array.dtype == np.float32:
+            bits32 = array.view(np.uint32)
+            _round(bits32, dst32, truncate, threads)
+        else:
+            values64 = array
+            _round(values64, dst32, truncate, threads)
+
+
+def _parse_rounding(rounding):
+    if isinstance(rounding, str) and rounding.lower() in ("nearest", "truncate"):
+        return rounding.lower() == "truncate"
+    raise ValueError(f"rounding: expected 'nearest' or 'truncate', got {rounding!r}")
+
+
+def _real_input(x, str name="x"):
+    """`x` as a C-contiguous float32 or float64 array (other real dtypes widen to float64)."""
+    if isinstance(x, np.ndarray) and x.dtype == BFLOAT16:
+        x = x.astype(np.float32)
+    array = np.asarray(x)
+    if array.dtype == np.float32 or array.dtype == np.float64:
+        return np.ascontiguousarray(array)
+    if array.dtype.kind in "biuf":
+        return np.ascontiguousarray(array, dtype=np.float64)
+    raise ValueError(f"{name}: expected real numbers (float32, float64, integers), got dtype {array.dtype}")
+
+
+def _output(out, shape, tuple dtypes):
+    if out is None:
+        return np.empty(shape, dtype=dtypes[0])
+    out = require_array(out, "out")
+    if out.dtype not in dtypes:
+        raise ValueError(f"out: expected dtype {' or '.join(map(str, dtypes))}, got {out.dtype}")
+    if out.shape != shape:
+        raise ValueError(f"out: expected shape {shape} (the input's), got {out.shape}")
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out: expected a writeable C-contiguous array")
+    return out
+
+
+def float32_to_bfloat16(x, *, rounding="nearest", out=None, n_threads=None):
+    """Round to bfloat16: ``bf16 = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16`` (nearest-even).
+
+    Parameters
+    ----------
+    x : array_like
+        float32 values; float64 (and integer) input is rounded once, directly from float64.
+    rounding : {"nearest", "truncate"}
+        Round to nearest, ties to even (bit-identical to ml_dtypes), or drop the low bits.
+        NaN stays a quiet NaN of the same sign; overflow gives +-inf (nearest).
+    out : ndarray of ml_dtypes.bfloat16 or uint16 (raw bits), optional
+        Where to write the result; same shape as `x`.
+    n_threads : int, optional
+        Threads for this call (default: ``synet.get_num_threads()``).
+
+    Returns
+    -------
+    ndarray of ml_dtypes.bfloat16 (or `out`)
+    """
+    cdef bint truncate = _parse_rounding(rounding)
+    cdef int threads = resolve_num_threads(n_threads)
+    array = _real_input(x)
+    out = _output(out, array.shape, (BFLOAT16, UINT16))
+    if array.size:
+        _round_into(array.reshape(-1), out.reshape(-1).view(np.uint16), truncate, threads)
+    return out
+
+
+def bfloat16_to_float32(x, *, out=None, n_threads=None):
+    """Widen bfloat16 to float32 exactly: ``bits32 = bits16 << 16``.
+
+    Parameters
+    ----------
+    x : ndarray of ml_dtypes.bfloat16 or uint16 (raw bits)
+    out : float32 ndarray of `x`'s shape, optional
+    n_threads : int, optional
+
+    Returns
+    -------
+    float32 ndarray (or `out`)
+    """
+    cdef int threads = resolve_num_threads(n_threads)
+    array = np.asarray(x)
+    if array.dtype != BFLOAT16 and array.dtype != UINT16:
+        raise ValueError(f"x: expected bfloat16 (or uint16 raw bits), got dtype {array.dtype}")
+    array = np.ascontiguousarray(array)
+    out = _output(out, array.shape, (np.dtype(np.float32),))
+    if array.size:
+        _widen(array.reshape(-1).view(np.uint16), out.reshape(-1).view(np.uint32), threads)
+    return out
+
+
+def round_to_bfloat16(x, *, rounding="nearest", out=None, n_threads=None):
+    """float32 values that bfloat16 holds exactly: ``bfloat16_to_float32(float32_to_bfloat16(x))``.
+
+    Parameters
+    ----------
+    x : array_like
+        float32 (or float64, rounded once) values.
+    rounding : {"nearest", "truncate"}
+    out : float32 ndarray of `x`'s shape, optional
+    n_threads : int, optional
+
+    Returns
+    -------
+    float32 ndarray (or `out`)
+    """
+    cdef bint truncate = _parse_rounding(rounding)
+    cdef int threads = resolve_num_threads(n_threads)
+    array = _real_input(x)
+    out = _output(out, array.shape, (np.dtype(np.float32),))
+    if array.size:
+        _round_into(array.reshape(-1), out.reshape(-1).view(np.uint32), truncate, threads)
+    return out

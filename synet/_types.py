@@ -1,0 +1,169 @@
+"""Simd's enums as IntEnums, and the parsers that accept enums, names and dtypes."""
+
+from __future__ import annotations
+
+import enum
+
+import ml_dtypes
+import numpy as np
+
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+
+
+class DataType(enum.IntEnum):
+    """SimdTensorDataType."""
+
+    FLOAT32 = 0
+    INT32 = 1
+    INT8 = 2
+    UINT8 = 3
+    INT64 = 4
+    UINT64 = 5
+    BOOL = 6
+    BFLOAT16 = 7
+    FLOAT16 = 8
+
+
+class TensorFormat(enum.IntEnum):
+    """SimdTensorFormatType."""
+
+    NCHW = 0
+    NHWC = 1
+
+
+class Activation(enum.IntEnum):
+    """SimdConvolutionActivationType."""
+
+    IDENTITY = 0
+    RELU = 1
+    LEAKY_RELU = 2
+    RESTRICT_RANGE = 3
+    PRELU = 4
+    ELU = 5
+    HSWISH = 6
+    MISH = 7
+    HARD_SIGMOID = 8
+    SWISH = 9
+    GELU = 10
+
+
+class Compatibility(enum.IntFlag):
+    """SimdSynetCompatibilityType."""
+
+    DEFAULT = 0
+    FMA_NO_TAIL = 1
+    FMA_AVOID = 2
+    BF16_HARD = 16
+    BF16_SOFT = 32
+
+
+_DATA_TYPE_NAMES = {
+    DataType.FLOAT32: ("float32", "f32", "32f", "float"),
+    DataType.INT32: ("int32", "i32", "32i"),
+    DataType.INT8: ("int8", "i8", "8i"),
+    DataType.UINT8: ("uint8", "u8", "8u"),
+    DataType.INT64: ("int64", "i64", "64i"),
+    DataType.UINT64: ("uint64", "u64", "64u"),
+    DataType.BOOL: ("bool", "b8"),
+    DataType.BFLOAT16: ("bfloat16", "bf16", "16b"),
+    DataType.FLOAT16: ("float16", "f16", "16f", "half"),
+}
+_DATA_TYPE_BY_NAME = {name: dt for dt, names in _DATA_TYPE_NAMES.items() for name in names}
+_DTYPE_OF = {
+    DataType.FLOAT32: np.dtype(np.float32),
+    DataType.INT32: np.dtype(np.int32),
+    DataType.INT8: np.dtype(np.int8),
+    DataType.UINT8: np.dtype(np.uint8),
+    DataType.INT64: np.dtype(np.int64),
+    DataType.UINT64: np.dtype(np.uint64),
+    DataType.BOOL: np.dtype(np.bool_),
+    DataType.BFLOAT16: BFLOAT16,
+    DataType.FLOAT16: np.dtype(np.float16),
+}
+_DATA_TYPE_OF_DTYPE = {dtype: dt for dt, dtype in _DTYPE_OF.items()}
+
+
+def _name_key(name: str) -> str:
+    return name.strip().lower().replace("_", "").replace("-", "")
+
+
+def _describe(value: object) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def as_data_type(value: object, param: str = "data_type") -> DataType:
+    """The DataType named by an enum, its value, a name (NumPy, short or Simd's) or a dtype."""
+    if isinstance(value, DataType):
+        return value
+    if isinstance(value, str):
+        found = _DATA_TYPE_BY_NAME.get(value.strip().lower())
+        if found is not None:
+            return found
+    elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        try:
+            return DataType(int(value))
+        except ValueError:
+            pass
+    else:
+        try:
+            dtype = np.dtype(value)  # type: ignore[call-overload]
+        except TypeError:
+            dtype = None
+        if dtype is not None and dtype in _DATA_TYPE_OF_DTYPE:
+            return _DATA_TYPE_OF_DTYPE[dtype]
+    raise ValueError(
+        f"{param}: expected a DataType, its name (e.g. 'float32', 'bf16', '8u') or a NumPy "
+        f"dtype, got {_describe(value)}"
+    )
+
+
+def dtype_of(data_type: DataType) -> np.dtype:
+    """The NumPy dtype that holds a DataType (ml_dtypes.bfloat16 for BFLOAT16)."""
+    return _DTYPE_OF[data_type]
+
+
+def as_activation(value: object, param: str = "activation") -> Activation:
+    """The Activation named by an enum, its value, or a name in any case, with or without '_'."""
+    if isinstance(value, Activation):
+        return value
+    if isinstance(value, str):
+        key = _name_key(value)
+        for act in Activation:
+            if _name_key(act.name) == key:
+                return act
+    elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        try:
+            return Activation(int(value))
+        except ValueError:
+            pass
+    names = ", ".join(a.name.lower() for a in Activation)
+    raise ValueError(f"{param}: expected an Activation or one of {names}; got {_describe(value)}")
+
+
+def as_format(value: object, param: str = "format") -> TensorFormat:
+    """The TensorFormat named by an enum, its value or 'NCHW' / 'NHWC' (any case)."""
+    if isinstance(value, TensorFormat):
+        return value
+    if isinstance(value, str):
+        try:
+            return TensorFormat[value.strip().upper()]
+        except KeyError:
+            pass
+    elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        try:
+            return TensorFormat(int(value))
+        except ValueError:
+            pass
+    raise ValueError(f"{param}: expected 'NCHW' or 'NHWC' (or a TensorFormat), got {_describe(value)}")
+
+
+def as_compatibility(value: object, param: str = "compatibility") -> Compatibility:
+    """Compatibility flags from an enum or an int made of its bits."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        flags = int(value)
+        known = 0
+        for flag in Compatibility:
+            known |= flag.value
+        if flags >= 0 and flags & ~known == 0:
+            return Compatibility(flags)
+    raise ValueError(f"{param}: expected Compatibility flags, got {_describe(value)}")

@@ -1,0 +1,154 @@
+"""The workload suite behind ``python -m synet bench``: synet against installed peers.
+
+Each op module (``gather``, ``bf16``, ...) lists `Workload`s. A workload builds its data once
+and returns candidates: ``"synet"`` at one thread (the reference of every ratio), ``"synet x2"``
+at two threads, and peers (numpy, torch, onnxruntime at one thread) or variants. Candidates are
+timed round-robin after warm-up runs, so machine noise hits them alike, and the median of the
+repeats is reported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import platform
+import statistics
+import sys
+import time
+from typing import Callable
+
+REFERENCE = "synet"
+
+
+@dataclasses.dataclass
+class Workload:
+    name: str                 # short id, e.g. "G1"
+    title: str                # what it computes
+    make: Callable[[], dict[str, Callable[[], object]]]
+    nbytes: int = 0           # memory traffic of one call, for GB/s
+    flops: int = 0            # floating-point operations of one call, for GFLOP/s
+
+
+def optional(module: str):
+    """The module if it is installed, else None (peers are optional)."""
+    try:
+        return importlib.import_module(module)
+    except Exception:  # an installed-but-broken peer counts as missing
+        return None
+
+
+def torch_single_thread():
+    torch = optional("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+    return torch
+
+
+def ort_session(model):
+    """An onnxruntime session on one intra-op thread for an onnx ModelProto, or None."""
+    ort = optional("onnxruntime")
+    if ort is None:
+        return None
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def _calls_per_sample(fn: Callable[[], object], target_s: float) -> int:
+    start = time.perf_counter()
+    fn()
+    elapsed = max(time.perf_counter() - start, 1e-7)
+    return max(1, min(10_000, int(target_s / elapsed)))
+
+
+def measure(candidates: dict[str, Callable[[], object]], repeats: int, target_s: float) -> dict[str, float]:
+    """Median seconds per call of each candidate, sampled round-robin after warm-up."""
+    loops = {}
+    for label, fn in candidates.items():
+        for _ in range(2):
+            fn()  # warm-up: caches, page faults, a warm heap for peers that allocate
+        loops[label] = _calls_per_sample(fn, target_s)
+    samples: dict[str, list[float]] = {label: [] for label in candidates}
+    for _ in range(repeats):
+        for label, fn in candidates.items():
+            n = loops[label]
+            start = time.perf_counter()
+            for _ in range(n):
+                fn()
+            samples[label].append((time.perf_counter() - start) / n)
+    return {label: statistics.median(values) for label, values in samples.items()}
+
+
+# One module per op, each with a WORKLOADS list.
+OP_MODULES = ("gather", "bf16")
+
+
+def all_workloads() -> list[Workload]:
+    workloads: list[Workload] = []
+    for name in OP_MODULES:
+        workloads.extend(importlib.import_module(f"{__name__}.{name}").WORKLOADS)
+    return workloads
+
+
+def run(only: list[str] | None = None, repeats: int = 7, target_s: float = 0.01, json_path: str | None = None,
+        out=sys.stdout) -> list[dict]:
+    """Run the workloads (all, or those named in `only`), print a table, optionally save JSON."""
+    import synet
+
+    workloads = [w for w in all_workloads() if not only or w.name in only]
+    rows = []
+    for number, workload in enumerate(workloads, 1):
+        print(f"[{number}/{len(workloads)}] {workload.name}: {workload.title} ...", file=sys.stderr, flush=True)
+        candidates = workload.make()
+        times = measure(candidates, repeats, target_s)
+        reference = times[REFERENCE]
+        for label, seconds in times.items():
+            row = {"workload": workload.name, "title": workload.title, "candidate": label,
+                   "ms": seconds * 1e3, "vs_synet": seconds / reference}
+            if workload.nbytes:
+                row["GB/s"] = workload.nbytes / seconds / 1e9
+            if workload.flops:
+                row["GFLOP/s"] = workload.flops / seconds / 1e9
+            rows.append(row)
+        del candidates
+    print_table(rows, out)
+    if json_path:
+        meta = {"date": time.strftime("%Y-%m-%d"), "cpu": cpu_name(), "config": synet.config(),
+                "repeats": repeats, "python": platform.python_version()}
+        with open(json_path, "w") as f:
+            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+        print(f"saved {json_path}", file=sys.stderr)
+    return rows
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def print_table(rows: list[dict], out=sys.stdout) -> None:
+    """One line per candidate; `time / synet` > 1 means synet (1 thread) is that much faster."""
+    header = f"{'workload':<9}{'candidate':<26}{'median ms':>11}{'rate':>15}{'time / synet':>14}"
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    last = None
+    for row in rows:
+        if "GFLOP/s" in row:
+            rate = f"{row['GFLOP/s']:.1f} GFLOP/s"
+        elif "GB/s" in row:
+            rate = f"{row['GB/s']:.1f} GB/s"
+        else:
+            rate = ""
+        name = row["workload"] if row["workload"] != last else ""
+        last = row["workload"]
+        print(f"{name:<9}{row['candidate']:<26}{row['ms']:>11.3f}{rate:>15}{row['vs_synet']:>13.2f}x", file=out)

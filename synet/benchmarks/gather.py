@@ -1,0 +1,87 @@
+"""GatherElements workloads G1-G4 (issue #2) against np.take_along_axis, torch.gather, onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import synet
+
+from . import Workload, ort_session, optional, torch_single_thread
+
+RNG_SEED = 2026
+
+
+def _ort_gather(data: np.ndarray, indices: np.ndarray, axis: int):
+    onnx = optional("onnx")
+    if onnx is None:
+        return None
+    from onnx import TensorProto, helper
+
+    elem = {np.float32: TensorProto.FLOAT, np.uint8: TensorProto.UINT8}[data.dtype.type]
+    index = {np.int32: TensorProto.INT32, np.int64: TensorProto.INT64}[indices.dtype.type]
+    graph = helper.make_graph(
+        [helper.make_node("GatherElements", ["data", "indices"], ["out"], axis=axis)], "gather",
+        [helper.make_tensor_value_info("data", elem, list(data.shape)),
+         helper.make_tensor_value_info("indices", index, list(indices.shape))],
+        [helper.make_tensor_value_info("out", elem, list(indices.shape))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    session = ort_session(model)
+    if session is None:
+        return None
+    feeds = {"data": data, "indices": indices}
+    return lambda: session.run(None, feeds)
+
+
+def _gather_workload(name, title, dtype, index_dtype, outer, src_count, inner, idx_count, low,
+                     repeated_outer=False):
+    def make():
+        rng = np.random.default_rng(RNG_SEED)
+        data = (rng.standard_normal((*outer, src_count, inner)) * 100).astype(dtype)
+        shape = (*outer, idx_count, inner)
+        if repeated_outer:  # the same index slice for every value of the first outer dimension
+            indices = np.broadcast_to(rng.integers(low, src_count, (1, *shape[1:])), shape)
+        else:
+            indices = rng.integers(low, src_count, shape)
+        indices = np.ascontiguousarray(indices, dtype=index_dtype)
+        positive = np.where(indices < 0, indices + src_count, indices)
+        dst = np.empty(shape, dtype=dtype)
+        context = synet.GatherElements(dtype, index_dtype, repeated_outer, 1, list(outer), src_count, inner,
+                                       idx_count)
+        axis = len(outer)
+        candidates = {}
+        if repeated_outer:
+            context.set_index(indices)
+            candidates["synet"] = lambda: context.forward(data, None, dst, n_threads=1)
+            candidates["synet x2"] = lambda: context.forward(data, None, dst, n_threads=2)
+            candidates["synet without set_index"] = lambda: context.forward(data, indices, dst, n_threads=1)
+        else:
+            candidates["synet"] = lambda: context.forward(data, indices, dst, n_threads=1)
+            candidates["synet x2"] = lambda: context.forward(data, indices, dst, n_threads=2)
+        # np.take_along_axis does not take negative indices: it gets them normalised beforehand
+        candidates["numpy take_along_axis"] = lambda: np.take_along_axis(data, positive, axis)
+        torch = torch_single_thread()
+        if torch is not None:
+            t_data, t_index = torch.from_numpy(data), torch.from_numpy(positive.astype(np.int64))
+            candidates["torch.gather"] = lambda: torch.gather(t_data, axis, t_index)
+        ort = _ort_gather(data, indices, axis)
+        if ort is not None:
+            candidates["onnxruntime"] = ort
+        return candidates
+
+    n_dst = int(np.prod(outer)) * idx_count * inner
+    itemsize = np.dtype(dtype).itemsize
+    nbytes = n_dst * (2 * itemsize + np.dtype(index_dtype).itemsize)  # read idx, gather src, write dst
+    return Workload(name, title, make, nbytes=nbytes)
+
+
+WORKLOADS = [
+    _gather_workload("G1", "gather f32, i64 idx, outer [8], 1024 -> 1024, inner 256, negatives",
+                     np.float32, np.int64, (8,), 1024, 256, 1024, -1024),
+    _gather_workload("G2", "gather f32, i32 idx, outer [4096], 256 -> 256, inner 1",
+                     np.float32, np.int32, (4096,), 256, 1, 256, 0),
+    _gather_workload("G3", "gather u8, i64 idx, outer [8], 1024 -> 1024, inner 256, negatives",
+                     np.uint8, np.int64, (8,), 1024, 256, 1024, -1024),
+    _gather_workload("G4", "gather f32, i64 const idx, outer [16, 64], 512 -> 512, set_index",
+                     np.float32, np.int64, (16, 64), 512, 1, 512, 0, repeated_outer=True),
+]
