@@ -195,9 +195,9 @@ def _real_input(x, str name="x"):
         x = x.astype(np.float32)
     array = np.asarray(x)
     if array.dtype == np.float32 or array.dtype == np.float64:
-        return np.ascontiguousarray(array)
+        return np.asarray(array, order="C")
     if array.dtype.kind in "biuf":
-        return np.ascontiguousarray(array, dtype=np.float64)
+        return np.asarray(array, dtype=np.float64, order="C")
     raise ValueError(f"{name}: expected real numbers (float32, float64, integers), got dtype {array.dtype}")
 
 
@@ -259,7 +259,7 @@ def bfloat16_to_float32(x, *, out=None, n_threads=None):
     array = np.asarray(x)
     if array.dtype != BFLOAT16 and array.dtype != UINT16:
         raise ValueError(f"x: expected bfloat16 (or uint16 raw bits), got dtype {array.dtype}")
-    array = np.ascontiguousarray(array)
+    array = np.asarray(array, order="C")
     out = _output(out, array.shape, (np.dtype(np.float32),))
     if array.size:
         _widen(array.reshape(-1).view(np.uint16), out.reshape(-1).view(np.uint32), threads)

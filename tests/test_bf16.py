@@ -1,0 +1,217 @@
+"""BF16 helpers against ml_dtypes and an exact float64 reference."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import synet
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+LOW_HALVES = np.array([0x0000, 0x0001, 0x7FFF, 0x8000, 0x8001, 0xFFFF], dtype=np.uint32)
+
+
+def all_upper_halves_float32():
+    """Every upper half (65,536) x the awkward lower halves: ties, just below/above, extremes."""
+    upper = np.arange(1 << 16, dtype=np.uint32) << 16
+    return (upper[:, None] | LOW_HALVES[None, :]).reshape(-1).view(np.float32)
+
+
+def bits(a):
+    return a.view(np.uint16)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast")
+def test_nearest_matches_ml_dtypes_on_every_upper_half():
+    x = all_upper_halves_float32()
+    ours = bits(synet.float32_to_bfloat16(x))
+    theirs = bits(x.astype(BF16))
+    finite_or_inf = ~np.isnan(x)
+    np.testing.assert_array_equal(ours[finite_or_inf], theirs[finite_or_inf])
+    # NaN stays a NaN of the same sign (ml_dtypes' canonical quiet NaN, in fact)
+    nan = np.isnan(x)
+    assert np.isnan(ours.view(BF16)[nan].astype(np.float32)).all()
+    np.testing.assert_array_equal(ours[nan] >> 15, (x.view(np.uint32)[nan] >> 31).astype(np.uint16))
+    np.testing.assert_array_equal(ours[nan], theirs[nan])
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast")
+def test_nearest_matches_ml_dtypes_on_random_bits():
+    raw = np.random.default_rng(7).integers(0, 2**32, 1 << 20, dtype=np.uint64).astype(np.uint32)
+    x = raw.view(np.float32)
+    np.testing.assert_array_equal(bits(synet.float32_to_bfloat16(x)), bits(x.astype(BF16)))
+
+
+def test_nearest_overflow_subnormals_and_ties():
+    cases = {
+        np.float32(3.4028235e38): 0x7F80,          # FLT_MAX rounds up to inf
+        np.float32(-3.4028235e38): 0xFF80,
+        np.float32(np.inf): 0x7F80,
+        np.float32(-np.inf): 0xFF80,
+        np.uint32(0x3F808000).view(np.float32): 0x3F80,  # tie, even below
+        np.uint32(0x3F818000).view(np.float32): 0x3F82,  # tie, even above
+        np.uint32(0x00008000).view(np.float32): 0x0000,  # subnormal tie to even (0)
+        np.uint32(0x00018000).view(np.float32): 0x0002,
+        np.float32(-0.0): 0x8000,
+    }
+    x = np.array(list(cases), dtype=np.float32)
+    np.testing.assert_array_equal(bits(synet.float32_to_bfloat16(x)), np.array(list(cases.values()), np.uint16))
+
+
+def test_truncate_drops_low_bits_and_keeps_nan():
+    x = all_upper_halves_float32()
+    ours = bits(synet.float32_to_bfloat16(x, rounding="truncate"))
+    expected = (x.view(np.uint32) >> 16).astype(np.uint16)
+    nan = np.isnan(x)
+    np.testing.assert_array_equal(ours[~nan], expected[~nan])
+    # a NaN keeps its sign and stays NaN even when its kept mantissa is zero
+    back = ours.view(BF16).astype(np.float32)
+    assert np.isnan(back[nan]).all()
+    np.testing.assert_array_equal(ours[nan] >> 15, expected[nan] >> 15)
+    kept_payload = nan & ((expected & 0x7F) != 0)
+    np.testing.assert_array_equal(ours[kept_payload], expected[kept_payload])
+
+
+def bf16_reference_from_float64(d):
+    """Round float64 values once to bfloat16 (nearest-even), exactly, by searching neighbours."""
+    with np.errstate(invalid="ignore"):
+        table = np.arange(1 << 16, dtype=np.uint16).view(BF16).astype(np.float64)
+    keep = np.isfinite(table) & ~((np.arange(1 << 16) == 0x8000))  # drop NaN/inf and -0
+    values = table[keep]
+    codes = np.arange(1 << 16, dtype=np.uint16)[keep]
+    order = np.argsort(values, kind="stable")
+    values, codes = values[order], codes[order]
+    out = np.empty(d.shape, np.uint16)
+    for n, v in enumerate(d):
+        if np.isnan(v):
+            out[n] = 0xFFC0 if np.signbit(v) else 0x7FC0
+            continue
+        if v == 0:
+            out[n] = 0x8000 if np.signbit(v) else 0
+            continue
+        biggest = values[-1]
+        if abs(v) >= biggest:
+            ulp = biggest - values[-2]
+            over = abs(v) - biggest  # exact: abs(v) within [biggest, 2*biggest)
+            if over >= ulp / 2 or np.isinf(v):  # the tie goes to the even neighbour, 2**128 = inf
+                out[n] = 0xFF80 if v < 0 else 0x7F80
+            else:
+                out[n] = codes[-1] | (0x8000 if v < 0 else 0)
+            continue
+        hi = np.searchsorted(values, v, side="left")
+        if values[hi] == v:
+            out[n] = codes[hi]
+            continue
+        lo = hi - 1
+        below, above = v - values[lo], values[hi] - v
+        if below < above or (below == above and codes[lo] % 2 == 0):
+            out[n] = codes[lo]
+        else:
+            out[n] = codes[hi]
+        if out[n] == 0 and v < 0:  # rounding to zero keeps the sign
+            out[n] = 0x8000
+    return out
+
+
+def test_float64_is_rounded_once():
+    # float32 rounding would make this an exact tie and round it down to 1.0 (double rounding)
+    d = np.array([1 + 2**-8 + 2**-30, -(1 + 2**-8 + 2**-30)])
+    np.testing.assert_array_equal(bits(synet.float32_to_bfloat16(d)), [0x3F81, 0xBF81])
+    assert bits(d.astype(np.float32).astype(BF16))[0] == 0x3F80  # what rounding twice gives
+
+
+@given(hnp.arrays(np.float64, st.integers(0, 64), elements=st.floats(allow_nan=True, allow_infinity=True)))
+def test_float64_rounding_matches_exact_reference(d):
+    np.testing.assert_array_equal(bits(synet.float32_to_bfloat16(d)), bf16_reference_from_float64(d))
+
+
+def test_float64_edges():
+    d = np.array([2.0**-133, 2.0**-134, 3 * 2.0**-135, 2.0**-126 * (1 - 2**-9), 2.0**128, 3.3961e38, 1e300,
+                  -1e300, 5e-324, np.inf, -np.inf])
+    np.testing.assert_array_equal(bits(synet.float32_to_bfloat16(d)), bf16_reference_from_float64(d))
+
+
+def test_float64_truncate_rounds_toward_zero():
+    rng = np.random.default_rng(3)
+    d = rng.standard_normal(10000) * 10.0 ** rng.integers(-40, 39, 10000)
+    ours = synet.float32_to_bfloat16(d, rounding="truncate").astype(np.float64)
+    assert (np.abs(ours) <= np.abs(d)).all()
+    nearest_down = synet.round_to_bfloat16(d.astype(np.float32), rounding="truncate").astype(np.float64)
+    step_up = np.nextafter(ours.astype(np.float32), np.copysign(np.inf, d).astype(np.float32))
+    # the next bfloat16 away from zero is beyond d: ours is the largest magnitude not above |d|
+    next_bf16 = synet.round_to_bfloat16(step_up.astype(np.float32), rounding="nearest")
+    assert (np.abs(next_bf16.astype(np.float64)) > np.abs(d)).all() or np.array_equal(ours, nearest_down)
+    np.testing.assert_array_equal(np.sign(ours[ours != 0]), np.sign(d[ours != 0]))
+    assert bits(synet.float32_to_bfloat16(np.array([np.inf, -np.inf, 1e300]), rounding="truncate")).tolist() == [
+        0x7F80, 0xFF80, 0x7F7F]
+
+
+def test_bfloat16_to_float32_is_exact_for_every_pattern():
+    raw = np.arange(1 << 16, dtype=np.uint16)
+    expected = (raw.astype(np.uint32) << 16).view(np.float32)
+    out = synet.bfloat16_to_float32(raw)
+    np.testing.assert_array_equal(out.view(np.uint32), expected.view(np.uint32))
+    np.testing.assert_array_equal(synet.bfloat16_to_float32(raw.view(BF16)).view(np.uint32), expected.view(np.uint32))
+    assert out.dtype == np.float32
+
+
+def test_round_to_bfloat16_is_the_round_trip():
+    x = all_upper_halves_float32()
+    for rounding in ("nearest", "truncate"):
+        rounded = synet.round_to_bfloat16(x, rounding=rounding)
+        back = synet.bfloat16_to_float32(synet.float32_to_bfloat16(x, rounding=rounding))
+        np.testing.assert_array_equal(rounded.view(np.uint32), back.view(np.uint32))
+        assert rounded.dtype == np.float32
+
+
+def test_shapes_out_and_raw_bits():
+    x = np.random.default_rng(0).standard_normal((3, 4, 5)).astype(np.float32)
+    result = synet.float32_to_bfloat16(x)
+    assert result.shape == x.shape and result.dtype == BF16
+    out = np.empty((3, 4, 5), np.uint16)
+    assert synet.float32_to_bfloat16(x, out=out) is out
+    np.testing.assert_array_equal(out, bits(x.astype(BF16)))
+    # non-contiguous input, 0-d and empty
+    np.testing.assert_array_equal(bits(synet.float32_to_bfloat16(x[:, ::2].T)), bits(x[:, ::2].T.astype(BF16)))
+    assert synet.float32_to_bfloat16(np.float32(1.5)).shape == ()
+    assert synet.float32_to_bfloat16(np.empty((0, 3), np.float32)).shape == (0, 3)
+    assert synet.bfloat16_to_float32(np.empty(0, BF16)).shape == (0,)
+    # python lists and ints are float64, rounded once
+    np.testing.assert_array_equal(bits(synet.float32_to_bfloat16([1, 2.5, 257])), [0x3F80, 0x4020, 0x4380])
+
+
+@pytest.mark.parametrize("n", [1, 31, 1 << 15, (1 << 17) + 3])
+def test_thread_count_does_not_change_bits(n):
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32) * 1e3
+    one = synet.float32_to_bfloat16(x, n_threads=1)
+    two = synet.float32_to_bfloat16(x, n_threads=2)
+    np.testing.assert_array_equal(bits(one), bits(two))
+    np.testing.assert_array_equal(synet.bfloat16_to_float32(one, n_threads=1), synet.bfloat16_to_float32(one, n_threads=2))
+
+
+def test_errors_name_the_parameter():
+    x = np.ones(4, np.float32)
+    with pytest.raises(ValueError, match="rounding"):
+        synet.float32_to_bfloat16(x, rounding="up")
+    with pytest.raises(ValueError, match="x: expected real numbers"):
+        synet.float32_to_bfloat16(np.ones(3, np.complex64))
+    with pytest.raises(ValueError, match="x: expected bfloat16"):
+        synet.bfloat16_to_float32(x)
+    with pytest.raises(ValueError, match="out: expected shape"):
+        synet.float32_to_bfloat16(x, out=np.empty(5, BF16))
+    with pytest.raises(ValueError, match="out: expected dtype"):
+        synet.float32_to_bfloat16(x, out=np.empty(4, np.float32))
+    with pytest.raises(ValueError, match="out: expected a writeable"):
+        ro = np.empty(4, BF16)
+        ro.flags.writeable = False
+        synet.float32_to_bfloat16(x, out=ro)
+    with pytest.raises(TypeError, match="out: expected a numpy.ndarray"):
+        synet.round_to_bfloat16(x, out=[0.0] * 4)
+    with pytest.raises(ValueError, match="out: expected dtype"):
+        synet.bfloat16_to_float32(x.astype(BF16), out=np.empty(4, np.float64))
+    with pytest.raises(ValueError, match="n_threads"):
+        synet.float32_to_bfloat16(x, n_threads=0)
+    with pytest.raises(TypeError, match="n_threads"):
+        synet.float32_to_bfloat16(x, n_threads=1.5)

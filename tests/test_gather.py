@@ -1,0 +1,364 @@
+"""GatherElements against np.take_along_axis (and onnxruntime / torch where installed)."""
+
+import threading
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import synet
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+DATA_DTYPES = [np.float32, BF16, np.uint8, np.int8, np.float16, np.uint16, np.int32, np.int64, np.float64, np.bool_]
+
+
+def reference(data, indices, axis):
+    """ONNX GatherElements in NumPy: sub-block of data, negative indices counted from the end."""
+    axis %= data.ndim
+    block = tuple(slice(0, n) if d != axis else slice(None) for d, n in enumerate(indices.shape))
+    n = data.shape[axis]
+    assert ((indices >= -n) & (indices < n)).all()
+    return np.take_along_axis(data[block], np.where(indices < 0, indices + n, indices), axis)
+
+
+def random_data(rng, shape, dtype):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, shape, endpoint=True, dtype=dtype)
+    return (rng.standard_normal(shape) * 100).astype(dtype)
+
+
+def test_seed_example():
+    src = np.arange(8, dtype=np.float32)
+    idx = np.array([0, 2, 1, 3, 1, 0], np.int32)
+    gather = synet.GatherElements()
+    gather.init(synet.DataType.FLOAT32, synet.DataType.INT32, False, 1, [2], 4, 1, 3)
+    assert gather.enable()
+    dst = np.zeros(6, np.float32)
+    assert gather.forward(src, idx, dst) is dst
+    np.testing.assert_array_equal(dst, [0, 2, 1, 7, 5, 4])
+
+
+@pytest.mark.parametrize("dtype", DATA_DTYPES, ids=str)
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("shape, axis", [((5,), 0), ((4, 7), 1), ((4, 7), -2), ((3, 6, 5), 1), ((2, 3, 33, 300), 2),
+                                         ((3, 1000, 1), 1), ((64, 40), 1), ((2, 3, 4, 5, 6), -1)])
+def test_functional_matches_reference(dtype, index_dtype, shape, axis):
+    rng = np.random.default_rng(sum(shape) + axis)
+    data = random_data(rng, shape, dtype)
+    n = shape[axis]
+    ishape = list(shape)
+    ishape[axis] = n + 5
+    indices = rng.integers(-n, n, ishape).astype(index_dtype)
+    result = synet.gather_elements(data, indices, axis)
+    assert result.dtype == data.dtype and result.shape == indices.shape
+    np.testing.assert_array_equal(result.view(np.uint8), reference(data, indices, axis).view(np.uint8))
+
+
+def test_sub_block_indices_and_other_integer_dtypes():
+    rng = np.random.default_rng(1)
+    data = rng.standard_normal((5, 6, 7)).astype(np.float32)
+    indices = rng.integers(0, 6, (3, 9, 4)).astype(np.uint8)
+    np.testing.assert_array_equal(synet.gather_elements(data, indices, 1), reference(data, indices.astype(np.int64), 1))
+    for dtype in (np.int8, np.int16, np.uint16, np.uint32, np.uint64):
+        np.testing.assert_array_equal(synet.gather_elements(data, indices.astype(dtype), 1),
+                                      reference(data, indices.astype(np.int64), 1))
+
+
+def test_non_contiguous_inputs_and_out():
+    rng = np.random.default_rng(2)
+    data = rng.standard_normal((8, 10)).astype(np.float32)[::2, ::-1]
+    indices = rng.integers(-10, 10, (4, 3))[:, ::1].T.copy().T
+    out = np.empty((4, 3), np.float32)
+    assert synet.gather_elements(data, indices, 1, out=out) is out
+    np.testing.assert_array_equal(out, reference(data, indices, 1))
+
+
+def test_empty_results():
+    data = np.ones((3, 4), np.float32)
+    assert synet.gather_elements(data, np.empty((3, 0), np.int64), 1).shape == (3, 0)
+    assert synet.gather_elements(np.empty((3, 0), np.float32), np.empty((3, 0), np.int64), 0).shape == (3, 0)
+    with pytest.raises(IndexError, match="size 0"):
+        synet.gather_elements(np.empty((0, 2), np.float32), np.zeros((1, 2), np.int64), 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, BF16, np.float64])
+def test_out_of_range_names_position_value_axis_and_size(dtype):
+    data = np.zeros((2, 5, 3), dtype)
+    indices = np.zeros((2, 4, 3), np.int64)
+    indices[1, 2, 1] = 5
+    with pytest.raises(IndexError, match=r"indices\[1, 2, 1\] = 5 is out of range for axis 1 with size 5"):
+        synet.gather_elements(data, indices, 1)
+    indices[1, 2, 1] = -6
+    with pytest.raises(IndexError, match=r"= -6 .* axis 1 with size 5"):
+        synet.gather_elements(data, indices, -2)
+    indices[1, 2, 1] = 2**40  # not wrapped into range by a 32-bit cut
+    with pytest.raises(IndexError, match=str(2**40)):
+        synet.gather_elements(data, indices, 1)
+
+
+def test_out_of_range_touches_nothing_outside_dst():
+    data = np.arange(20, dtype=np.float32).reshape(4, 5)
+    indices = np.full((4, 5), 7, np.int32)
+    arena = np.full(40, -1.0, np.float32)
+    dst = arena[10:30]
+    gather = synet.GatherElements("f32", "i32", False, 1, [4], 5, 1, 5)
+    with pytest.raises(IndexError, match="flat position 0"):
+        gather.forward(data, indices, dst)
+    assert (arena[:10] == -1).all() and (arena[30:] == -1).all()
+
+
+def test_functional_errors_name_the_parameter():
+    data = np.ones((3, 4), np.float32)
+    idx = np.zeros((3, 4), np.int64)
+    with pytest.raises(ValueError, match="indices: expected rank 2"):
+        synet.gather_elements(data, np.zeros(3, np.int64), 0)
+    with pytest.raises(ValueError, match="axis: expected an int in \\[-2, 2\\)"):
+        synet.gather_elements(data, idx, 2)
+    with pytest.raises(TypeError, match="axis: expected an int"):
+        synet.gather_elements(data, idx, 1.0)
+    with pytest.raises(ValueError, match="indices: size 5 of dimension 0 exceeds data's 3"):
+        synet.gather_elements(data, np.zeros((5, 4), np.int64), 1)
+    with pytest.raises(ValueError, match="indices: expected an integer dtype, got float32"):
+        synet.gather_elements(data, idx.astype(np.float32), 0)
+    with pytest.raises(ValueError, match="indices: expected an integer dtype, got bool"):
+        synet.gather_elements(data, idx.astype(bool), 0)
+    with pytest.raises(ValueError, match="data: expected a 1-, 2-, 4- or 8-byte dtype, got complex128"):
+        synet.gather_elements(data.astype(np.complex128), idx, 0)
+    with pytest.raises(ValueError, match="data: expected a 1-, 2-, 4- or 8-byte dtype, got object"):
+        synet.gather_elements(data.astype(object), idx, 0)
+    with pytest.raises(ValueError, match="data: expected an array of rank >= 1"):
+        synet.gather_elements(np.float32(1), np.int64(0), 0)
+    with pytest.raises(ValueError, match="out: expected shape"):
+        synet.gather_elements(data, idx, 0, out=np.empty((4, 3), np.float32))
+    with pytest.raises(ValueError, match="out: must not overlap"):
+        synet.gather_elements(data, idx, 0, out=data)
+    with pytest.raises(TypeError, match="out: expected a numpy.ndarray"):
+        synet.gather_elements(data, idx, 0, out=[[0] * 4] * 3)
+
+
+@given(st.data())
+def test_hypothesis_functional(data):
+    ndim = data.draw(st.integers(1, 4), label="ndim")
+    shape = tuple(data.draw(st.lists(st.integers(0, 6), min_size=ndim, max_size=ndim), label="shape"))
+    axis = data.draw(st.integers(-ndim, ndim - 1), label="axis")
+    dtype = data.draw(st.sampled_from(DATA_DTYPES), label="dtype")
+    index_dtype = data.draw(st.sampled_from([np.int32, np.int64, np.int16, np.uint8]), label="index_dtype")
+    ishape = tuple(data.draw(st.integers(0, n), label="ishape") if d != axis % ndim else data.draw(st.integers(0, 7))
+                   for d, n in enumerate(shape))
+    n = shape[axis]
+    lo = 0 if np.dtype(index_dtype).kind == "u" else -n - 2
+    indices = np.array(data.draw(st.lists(st.integers(lo, n + 2), min_size=int(np.prod(ishape)),
+                                          max_size=int(np.prod(ishape))), label="indices"),
+                       dtype=index_dtype).reshape(ishape)
+    rng = np.random.default_rng(0)
+    source = random_data(rng, shape, dtype)
+    threads = data.draw(st.sampled_from([1, 2]), label="threads")
+    valid = ((indices.astype(np.int64) >= -n) & (indices.astype(np.int64) < n)).all()
+    if valid:
+        result = synet.gather_elements(source, indices, axis, n_threads=threads)
+        np.testing.assert_array_equal(result.view(np.uint8),
+                                      reference(source, indices.astype(np.int64), axis).view(np.uint8))
+    else:
+        with pytest.raises(IndexError, match=f"axis {axis % ndim} with size {n}"):
+            synet.gather_elements(source, indices, axis, n_threads=threads)
+
+
+@given(st.data())
+def test_hypothesis_context(data):
+    outer = tuple(data.draw(st.lists(st.integers(0, 4), max_size=3), label="outer"))
+    src_count, inner, idx_count = (data.draw(st.integers(0, 9), label=name) for name in ("src", "inner", "idx"))
+    dtype = data.draw(st.sampled_from([np.float32, BF16, np.uint8, np.float64]), label="dtype")
+    index_dtype = data.draw(st.sampled_from([np.int32, np.int64]), label="index_dtype")
+    repeat_first = data.draw(st.booleans(), label="repeat_first")
+    n_idx = int(np.prod(outer)) * idx_count * inner
+    shape = (*outer, idx_count, inner)
+    values = np.array(data.draw(st.lists(st.integers(-src_count - 1, src_count), min_size=n_idx, max_size=n_idx)),
+                      np.int64).reshape(shape)
+    if repeat_first and outer:
+        values = np.ascontiguousarray(np.broadcast_to(values[:1], shape))
+    idx = values.astype(index_dtype)
+    src = random_data(np.random.default_rng(1), (*outer, src_count, inner), dtype)
+    gather = synet.GatherElements(dtype, index_dtype, True, 1, list(outer), src_count, inner, idx_count)
+    valid = ((values >= -src_count) & (values < src_count)).all()
+    if not valid:
+        with pytest.raises(IndexError, match="out of range"):
+            gather.forward(src, idx)
+        with pytest.raises(IndexError, match="out of range"):
+            gather.set_index(idx)
+        return
+    expected = reference(src, values, len(outer))
+    np.testing.assert_array_equal(gather.forward(src, idx).view(np.uint8), expected.view(np.uint8))
+    gather.set_index(idx)
+    np.testing.assert_array_equal(gather.forward(src, None, n_threads=2).view(np.uint8), expected.view(np.uint8))
+
+
+def test_set_index_keeps_only_the_slices_that_differ():
+    rng = np.random.default_rng(4)
+    outer, src_count, inner, idx_count = (16, 64), 512, 1, 512
+    idx = np.ascontiguousarray(np.broadcast_to(rng.integers(-512, 512, (1, 64, 512, 1)), (16, 64, 512, 1)))
+    src = rng.standard_normal((16, 64, 512, 1)).astype(np.float32)
+    gather = synet.GatherElements("float32", "int64", True, 1, outer, src_count, inner, idx_count)
+    assert gather.internal_buffer_size() == 0
+    gather.set_index(idx)
+    assert gather.internal_buffer_size() == 64 * 512 * 4  # one repeated slice, int32 offsets
+    expected = reference(src, idx, 2)
+    np.testing.assert_array_equal(gather.forward(src), expected)
+    np.testing.assert_array_equal(gather.forward(src, idx), expected)
+    # re-init with the same arguments keeps the analysed index; other arguments drop it
+    gather.init("float32", "int64", True, 1, outer, src_count, inner, idx_count)
+    assert gather.internal_buffer_size() > 0
+    gather.init("float32", "int64", True, 1, (16, 64), src_count, inner, 256)
+    assert gather.internal_buffer_size() == 0
+    with pytest.raises(RuntimeError, match="no index was set"):
+        gather.forward(src)
+
+
+def test_set_index_with_inner_and_no_repeat():
+    rng = np.random.default_rng(5)
+    src = rng.standard_normal((3, 7, 5)).astype(np.float32)
+    idx = rng.integers(-7, 7, (3, 4, 5)).astype(np.int32)
+    gather = synet.GatherElements("f32", "i32", True, 2, [3], 7, 5, 4)
+    gather.set_index(idx)
+    assert gather.internal_buffer_size() == idx.size * 4 and gather.index_users == 2
+    np.testing.assert_array_equal(gather.forward(src), reference(src, idx, 1))
+    assert gather.forward(src).shape == idx.shape
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16, np.uint8])
+def test_bfloat16_raw_bits_and_threads(dtype):
+    rng = np.random.default_rng(6)
+    src = random_data(rng, (8, 1000, 64), dtype)
+    idx = rng.integers(-1000, 1000, (8, 900, 64))
+    gather = synet.GatherElements(dtype, np.int64, False, 1, [8], 1000, 64, 900)
+    one = gather.forward(src, idx, n_threads=1)
+    two = gather.forward(src, idx, n_threads=2)
+    np.testing.assert_array_equal(one.view(np.uint8), two.view(np.uint8))
+    np.testing.assert_array_equal(one.view(np.uint8), reference(src, idx, 1).view(np.uint8))
+    if dtype == BF16:
+        raw = gather.forward(src.view(np.uint16), idx)
+        assert raw.dtype == np.uint16
+        np.testing.assert_array_equal(raw, one.view(np.uint16))
+
+
+def test_one_context_from_many_threads():
+    rng = np.random.default_rng(7)
+    gather = synet.GatherElements("float32", "int64", True, 4, [6], 300, 40, 200)
+    idx = rng.integers(-300, 300, (6, 200, 40))
+    gather.set_index(idx)
+    sources = [rng.standard_normal((6, 300, 40)).astype(np.float32) for _ in range(8)]
+    expected = [reference(s, idx, 1) for s in sources]
+    failures = []
+    barrier = threading.Barrier(4)
+
+    def worker(offset):
+        barrier.wait()
+        for round_ in range(25):
+            k = (offset + round_) % len(sources)
+            out = gather.forward(sources[k], None if round_ % 2 else idx)
+            if not np.array_equal(out, expected[k]):
+                failures.append(k)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+
+
+def test_context_errors():
+    gather = synet.GatherElements()
+    assert not gather.enable()
+    src = np.zeros(8, np.float32)
+    idx = np.zeros(6, np.int32)
+    with pytest.raises(RuntimeError, match="call init"):
+        gather.forward(src, idx)
+    with pytest.raises(RuntimeError, match="call init"):
+        gather.set_index(idx)
+    with pytest.raises(ValueError, match="index_type: expected INT32 or INT64"):
+        gather.init("f32", "f32", False, 1, [2], 4, 1, 3)
+    with pytest.raises(ValueError, match="data_type"):
+        gather.init(np.complex128, "i32", False, 1, [2], 4, 1, 3)
+    with pytest.raises(ValueError, match="index_users: expected an int >= 1"):
+        gather.init("f32", "i32", False, 0, [2], 4, 1, 3)
+    with pytest.raises(ValueError, match="src_count: expected an int >= 0"):
+        gather.init("f32", "i32", False, 1, [2], -4, 1, 3)
+    with pytest.raises(TypeError, match="outer"):
+        gather.init("f32", "i32", False, 1, ["a"], 4, 1, 3)
+    with pytest.raises(ValueError, match="overflow"):
+        gather.init("f32", "i32", False, 1, [2**40, 2**30], 4, 1, 3)
+    gather.init("f32", "i32", False, 1, [2], 4, 1, 3)
+    with pytest.raises(RuntimeError, match="index_const=False"):
+        gather.set_index(idx)
+    with pytest.raises(RuntimeError, match="no index was set"):
+        gather.forward(src)
+    with pytest.raises(TypeError, match="src: expected a numpy.ndarray"):
+        gather.forward(list(src), idx)
+    with pytest.raises(ValueError, match="src: expected dtype float32, got float64"):
+        gather.forward(src.astype(np.float64), idx)
+    with pytest.raises(ValueError, match="src: expected 8 elements, got 7"):
+        gather.forward(src[:7], idx)
+    with pytest.raises(ValueError, match="src: expected a C-contiguous"):
+        gather.forward(np.zeros(16, np.float32)[::2], idx)
+    with pytest.raises(ValueError, match="idx: expected dtype int32, got int64"):
+        gather.forward(src, idx.astype(np.int64))
+    with pytest.raises(ValueError, match="dst: expected a writeable"):
+        ro = np.zeros(6, np.float32)
+        ro.flags.writeable = False
+        gather.forward(src, idx, ro)
+    with pytest.raises(ValueError, match="dst: must not overlap"):
+        both = np.zeros(8, np.float32)
+        synet.GatherElements("f32", "i32", False, 1, [2], 4, 1, 4).forward(both, np.zeros(8, np.int32), both)
+    gather.clear()
+    assert not gather.enable()
+    with pytest.raises(ValueError, match="index_users"):
+        synet.GatherElements("f32", "i32", True, -1, [2], 4, 1, 3)
+
+
+def test_read_only_inputs_are_fine():
+    src = np.arange(8, dtype=np.float32)
+    idx = np.array([0, 2, 1, 3, 1, 0], np.int32)
+    src.flags.writeable = False
+    idx.flags.writeable = False
+    gather = synet.GatherElements("f32", "i32", True, 1, [2], 4, 1, 3)
+    np.testing.assert_array_equal(gather.forward(src, idx), [0, 2, 1, 7, 5, 4])
+    gather.set_index(idx)
+    np.testing.assert_array_equal(gather.forward(src), [0, 2, 1, 7, 5, 4])
+    np.testing.assert_array_equal(synet.gather_elements(src.reshape(2, 4), idx.reshape(2, 3), 1).ravel(),
+                                  [0, 2, 1, 7, 5, 4])
+
+
+def test_matches_onnxruntime():
+    ort = pytest.importorskip("onnxruntime")
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(8)
+    data = rng.standard_normal((3, 9, 4)).astype(np.float32)
+    indices = rng.integers(-9, 9, (3, 5, 4)).astype(np.int64)
+    graph = helper.make_graph(
+        [helper.make_node("GatherElements", ["data", "indices"], ["out"], axis=1)], "g",
+        [helper.make_tensor_value_info("data", TensorProto.FLOAT, list(data.shape)),
+         helper.make_tensor_value_info("indices", TensorProto.INT64, list(indices.shape))],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, list(indices.shape))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, {"data": data, "indices": indices})[0]
+    np.testing.assert_array_equal(synet.gather_elements(data, indices, 1), expected)
+    assert onnx is not None
+
+
+def test_matches_torch_gather():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(9)
+    data = rng.standard_normal((4, 6, 5)).astype(np.float32)
+    indices = rng.integers(0, 5, (3, 6, 2))
+    expected = torch.gather(torch.from_numpy(data), 2, torch.from_numpy(indices)).numpy()
+    np.testing.assert_array_equal(synet.gather_elements(data, indices, 2), expected)
