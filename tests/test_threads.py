@@ -47,13 +47,14 @@ def test_threadpoolctl_sees_and_limits_synet():
 
 
 @pytest.mark.skipif(not OPENMP, reason="serial build")
-def test_default_honours_omp_num_threads():
+def test_default_honours_omp_num_threads(tmp_path):
     code = "import synet; print(synet.get_num_threads())"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    run = dict(env=env, capture_output=True, text=True, check=True, cwd=tmp_path)  # not the checkout
+    out = subprocess.run([sys.executable, "-c", code], **run)
     assert out.stdout.strip() == "1"
     env.pop("OMP_NUM_THREADS")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], **run)
     assert out.stdout.strip() == str(available_cpus())
 
 
