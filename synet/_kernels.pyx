@@ -8,8 +8,12 @@ import os
 
 import numpy as np
 
+cimport cython
+
 from libc.stdint cimport uint16_t, uint32_t
+from libc.stdlib cimport free
 from cython.parallel cimport prange
+from cpython.buffer cimport PyBUF_WRITABLE
 
 from synet.bf16 cimport (
     bf16_nearest_from_bits, bf16_truncate_from_bits, bf16_nearest_from_float64,
@@ -108,6 +112,109 @@ def resolve_num_threads(n_threads=None):
 
 
 # ---------------------------------------------------------------------------------------------
+# Output buffers: large results come from a small cache of recently freed buffers
+
+
+cdef extern from "<stdlib.h>" nogil:
+    int posix_memalign(void **ptr, size_t alignment, size_t size)
+
+cdef enum:
+    POOL_MIN_BYTES = 16 << 20   # smaller outputs are numpy's (glibc keeps them warm already)
+    POOL_CACHE_BYTES = 256 << 20  # at most this much freed memory is kept for reuse
+
+cdef list _free_buffers = []     # [(capacity, address)] of freed pooled buffers, newest last
+cdef Py_ssize_t _free_bytes = 0
+
+
+@cython.final
+cdef class _PooledBuffer:
+    """Writable bytes whose memory goes back to the cache, not to the OS, when released."""
+
+    cdef char *data
+    cdef Py_ssize_t nbytes, capacity
+    cdef Py_ssize_t shape[1]
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        self.shape[0] = self.nbytes
+        view.buf = self.data
+        view.obj = self
+        view.len = self.nbytes
+        view.itemsize = 1
+        view.readonly = 0
+        view.ndim = 1
+        view.format = NULL
+        view.shape = self.shape
+        view.strides = NULL
+        view.suboffsets = NULL
+        view.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer *view):
+        pass
+
+    def __dealloc__(self):
+        global _free_bytes
+        if self.data == NULL:
+            return
+        if self.capacity <= POOL_CACHE_BYTES:
+            _free_buffers.append((self.capacity, <size_t>self.data))
+            _free_bytes += self.capacity
+            while _free_bytes > POOL_CACHE_BYTES:  # drop the oldest
+                capacity, address = _free_buffers.pop(0)
+                _free_bytes -= capacity
+                free(<void *><size_t>address)
+        else:
+            free(self.data)
+
+
+cdef _PooledBuffer _take_buffer(Py_ssize_t nbytes):
+    """A cached buffer that fits (capacity within 2x), or fresh 64-byte aligned memory."""
+    global _free_bytes
+    cdef _PooledBuffer buffer = _PooledBuffer.__new__(_PooledBuffer)
+    cdef void *fresh = NULL
+    for position in range(len(_free_buffers) - 1, -1, -1):
+        capacity, address = _free_buffers[position]
+        if nbytes <= capacity <= 2 * nbytes:
+            del _free_buffers[position]
+            _free_bytes -= capacity
+            buffer.data = <char *><size_t>address
+            buffer.nbytes, buffer.capacity = nbytes, capacity
+            return buffer
+    if posix_memalign(&fresh, 64, nbytes) != 0:
+        raise MemoryError(f"cannot allocate {nbytes} bytes")
+    buffer.data = <char *>fresh
+    buffer.nbytes = buffer.capacity = nbytes
+    return buffer
+
+
+def empty(shape, dtype):
+    """np.empty(shape, dtype), with large outputs reusing recently freed synet buffers.
+
+    Outputs of POOL_MIN_BYTES or more would each be fresh pages from the OS (glibc maps them
+    and the kernel zeroes them on first touch); synet keeps up to POOL_CACHE_BYTES of freed
+    ones and hands them out again, so repeated calls run at the speed of `out=`.
+    """
+    dtype = np.dtype(dtype)
+    count = 1
+    for n in shape:
+        count *= n
+    nbytes = count * dtype.itemsize
+    if nbytes < POOL_MIN_BYTES:
+        return np.empty(shape, dtype)
+    return np.frombuffer(_take_buffer(nbytes), np.uint8).view(dtype).reshape(shape)
+
+
+def release_cached_buffers():
+    """Return every cached output buffer to the OS; returns the bytes released."""
+    global _free_bytes
+    released = _free_bytes
+    while _free_buffers:
+        capacity, address = _free_buffers.pop()
+        free(<void *><size_t>address)
+    _free_bytes = 0
+    return released
+
+
+# ---------------------------------------------------------------------------------------------
 # BF16 array helpers
 
 
@@ -127,36 +234,120 @@ cdef inline uint16_t _to_bf16(source_t value, bint truncate) noexcept nogil:
         return bf16_truncate_from_bits(value) if truncate else bf16_nearest_from_bits(value)
 
 
+cdef extern from *:
+    """
+    /* Aligned middles of large conversions with non-temporal stores (AVX-512): the same
+       formulas as bf16.pxd, 32 elements a step. `dst` must be 64-byte aligned; they return
+       how many elements they converted (a multiple of 32; 0 without AVX-512). */
+    #if defined(__AVX512F__) && defined(__AVX512BW__)
+    #include <immintrin.h>
+    static inline __m512i synet_bf16x16(__m512i bits, int truncate) {
+        const __m512i high = _mm512_srli_epi32(bits, 16);
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                      _mm512_set1_epi32(0x7F800000));
+        if (truncate) {  /* a NaN with no mantissa bit left gets the quiet bit */
+            const __mmask16 empty = nan & _mm512_testn_epi32_mask(high, _mm512_set1_epi32(0x7F));
+            return _mm512_mask_or_epi32(high, empty, high, _mm512_set1_epi32(0x0040));
+        }
+        __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7FFF)),
+                                                             _mm512_and_si512(high, _mm512_set1_epi32(1))), 16);
+        return _mm512_mask_or_epi32(rounded, nan, _mm512_and_si512(high, _mm512_set1_epi32(0x8000)),
+                                    _mm512_set1_epi32(0x7FC0));
+    }
+    static Py_ssize_t synet_bf16_stream(const uint32_t *src, uint16_t *dst, Py_ssize_t n, int truncate) {
+        const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+        Py_ssize_t i = 0;
+        for (; i + 32 <= n; i += 32) {
+            __m512i lo = synet_bf16x16(_mm512_loadu_si512(src + i), truncate);
+            __m512i hi = synet_bf16x16(_mm512_loadu_si512(src + i + 16), truncate);
+            _mm512_stream_si512((void *)(dst + i), _mm512_permutexvar_epi64(order, _mm512_packus_epi32(lo, hi)));
+        }
+        _mm_sfence();
+        return i;
+    }
+    static Py_ssize_t synet_widen_stream(const uint16_t *src, uint32_t *dst, Py_ssize_t n) {
+        Py_ssize_t i = 0;
+        for (; i + 32 <= n; i += 32) {
+            __m512i both = _mm512_loadu_si512(src + i);
+            _mm512_stream_si512((void *)(dst + i), _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(both)), 16));
+            _mm512_stream_si512((void *)(dst + i + 16),
+                                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(both, 1)), 16));
+        }
+        _mm_sfence();
+        return i;
+    }
+    #else
+    static Py_ssize_t synet_bf16_stream(const uint32_t *src, uint16_t *dst, Py_ssize_t n, int truncate) { return 0; }
+    static Py_ssize_t synet_widen_stream(const uint16_t *src, uint32_t *dst, Py_ssize_t n) { return 0; }
+    #endif
+    """
+    Py_ssize_t synet_bf16_stream(const uint32_t *src, uint16_t *dst, Py_ssize_t n, int truncate) noexcept nogil
+    Py_ssize_t synet_widen_stream(const uint16_t *src, uint32_t *dst, Py_ssize_t n) noexcept nogil
+
+cdef enum:
+    STREAM_MIN = 4 << 20  # output bytes from which stores bypass the caches
+
+
+cdef inline void _round_range(const source_t* src, target_t* dst, Py_ssize_t n, bint truncate) noexcept nogil:
+    cdef Py_ssize_t i
+    if truncate:  # two loops so that each vectorises without a branch
+        for i in range(n):
+            if target_t is uint16_t:
+                dst[i] = _to_bf16(src[i], True)
+            else:
+                dst[i] = (<uint32_t>_to_bf16(src[i], True)) << 16
+    else:
+        for i in range(n):
+            if target_t is uint16_t:
+                dst[i] = _to_bf16(src[i], False)
+            else:
+                dst[i] = (<uint32_t>_to_bf16(src[i], False)) << 16
+
+
+cdef inline void _widen_range(const uint16_t* src, uint32_t* dst, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        dst[i] = (<uint32_t>src[i]) << 16
+
+
+cdef inline Py_ssize_t _to_alignment(const void* dst, Py_ssize_t itemsize, Py_ssize_t n) noexcept nogil:
+    """Elements before `dst` reaches a 64-byte boundary (at most n)."""
+    return min(n, <Py_ssize_t>((-(<size_t>dst)) & 63) // itemsize)
+
+
 cdef void _round(const source_t[::1] src, target_t[::1] dst, bint truncate, int threads) noexcept nogil:
-    """dst = bf16(src) (bits), or the float32 bits of it; parallel over blocks of BLOCK."""
-    cdef Py_ssize_t n = src.shape[0], block, start, stop, i
+    """dst = bf16(src) (bits), or the float32 bits of it; parallel over blocks of BLOCK.
+
+    Large float32 -> bfloat16 conversions stream their aligned middles past the caches.
+    """
+    cdef Py_ssize_t n = src.shape[0], block, start, count, head, done
     cdef Py_ssize_t blocks = (n + BLOCK - 1) // BLOCK
+    cdef bint stream = n * <Py_ssize_t>sizeof(target_t) >= STREAM_MIN
     for block in prange(blocks, schedule="static", num_threads=threads, use_threads_if=blocks >= 4):
         start = block * BLOCK
-        stop = min(start + BLOCK, n)
-        if truncate:  # two loops so that each vectorises without a branch
-            for i in range(start, stop):
-                if target_t is uint16_t:
-                    dst[i] = _to_bf16(src[i], True)
-                else:
-                    dst[i] = (<uint32_t>_to_bf16(src[i], True)) << 16
-        else:
-            for i in range(start, stop):
-                if target_t is uint16_t:
-                    dst[i] = _to_bf16(src[i], False)
-                else:
-                    dst[i] = (<uint32_t>_to_bf16(src[i], False)) << 16
+        count = min(BLOCK, n - start)
+        if source_t is uint32_t and target_t is uint16_t:
+            if stream:
+                head = _to_alignment(&dst[start], 2, count)
+                _round_range(&src[start], &dst[start], head, truncate)
+                done = head + synet_bf16_stream(&src[start + head], &dst[start + head], count - head, truncate)
+                _round_range(&src[start + done], &dst[start + done], count - done, truncate)
+                continue
+        _round_range(&src[start], &dst[start], count, truncate)
 
 
 cdef void _widen(const uint16_t[::1] src, uint32_t[::1] dst, int threads) noexcept nogil:
-    """float32 bits = bfloat16 bits << 16."""
-    cdef Py_ssize_t n = src.shape[0], block, start, stop, i
+    """float32 bits = bfloat16 bits << 16; large arrays stream their aligned middles."""
+    cdef Py_ssize_t n = src.shape[0], block, start, count, head, done
     cdef Py_ssize_t blocks = (n + BLOCK - 1) // BLOCK
+    cdef bint stream = n * 4 >= STREAM_MIN
     for block in prange(blocks, schedule="static", num_threads=threads, use_threads_if=blocks >= 4):
         start = block * BLOCK
-        stop = min(start + BLOCK, n)
-        for i in range(start, stop):
-            dst[i] = (<uint32_t>src[i]) << 16
+        count = min(BLOCK, n - start)
+        head = _to_alignment(&dst[start], 4, count) if stream else count
+        _widen_range(&src[start], &dst[start], head)
+        done = head + (synet_widen_stream(&src[start + head], &dst[start + head], count - head) if stream else 0)
+        _widen_range(&src[start + done], &dst[start + done], count - done)
 
 
 def _round_into(array, dst, bint truncate, int threads):
@@ -203,7 +394,7 @@ def _real_input(x, str name="x"):
 
 def _output(out, shape, tuple dtypes):
     if out is None:
-        return np.empty(shape, dtype=dtypes[0])
+        return empty(shape, dtypes[0])
     out = require_array(out, "out")
     if out.dtype not in dtypes:
         raise ValueError(f"out: expected dtype {' or '.join(map(str, dtypes))}, got {out.dtype}")

@@ -215,3 +215,34 @@ def test_errors_name_the_parameter():
         synet.float32_to_bfloat16(x, n_threads=0)
     with pytest.raises(TypeError, match="n_threads"):
         synet.float32_to_bfloat16(x, n_threads=1.5)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast")
+@pytest.mark.parametrize("offset", [0, 1, 3])
+def test_large_arrays_stream_through_misaligned_outputs(offset):
+    """Outputs of 4 MiB+ take the streaming path; its head/middle/tail split must not show."""
+    n = (4 << 20) + 37
+    x = np.random.default_rng(offset).integers(0, 2**32, n + offset, dtype=np.uint64).astype(np.uint32)
+    x = x.view(np.float32)[offset:]
+    out = np.empty(n + 8, np.uint16)[offset:offset + n]
+    result = synet.float32_to_bfloat16(x, out=out)
+    np.testing.assert_array_equal(result, bits(x.astype(BF16)))
+    truncated = bits(synet.float32_to_bfloat16(x, rounding="truncate"))
+    expected = (x.view(np.uint32) >> 16).astype(np.uint16)
+    expected[np.isnan(x) & ((expected & 0x7F) == 0)] |= 0x40
+    np.testing.assert_array_equal(truncated, expected)
+    wide = synet.bfloat16_to_float32(result, out=np.empty(n + 8, np.float32)[offset:offset + n])
+    np.testing.assert_array_equal(wide.view(np.uint32), result.astype(np.uint32) << 16)
+
+
+def test_pooled_outputs_are_independent_arrays():
+    x = np.random.default_rng(11).standard_normal(1 << 23).astype(np.float32)  # 16 MiB of bf16
+    first = synet.float32_to_bfloat16(x)
+    second = synet.float32_to_bfloat16(-x)
+    assert not np.shares_memory(first, second)
+    np.testing.assert_array_equal(bits(first), bits(x.astype(BF16)))
+    del first
+    third = synet.float32_to_bfloat16(x * 2)  # may reuse the first's memory
+    np.testing.assert_array_equal(bits(second), bits((-x).astype(BF16)))
+    np.testing.assert_array_equal(bits(third), bits((x * 2).astype(BF16)))
+    assert third.flags.writeable and third.flags.c_contiguous
