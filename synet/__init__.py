@@ -15,6 +15,7 @@ from ._kernels import (
     bfloat16_to_float32,
     float32_to_bfloat16,
     get_num_threads,
+    release_cached_buffers,
     round_to_bfloat16,
     set_num_threads,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "gather_elements",
     "get_include",
     "get_num_threads",
+    "release_cached_buffers",
     "round_to_bfloat16",
     "set_num_threads",
     "show_config",

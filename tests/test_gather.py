@@ -362,3 +362,55 @@ def test_matches_torch_gather():
     indices = rng.integers(0, 5, (3, 6, 2))
     expected = torch.gather(torch.from_numpy(data), 2, torch.from_numpy(indices)).numpy()
     np.testing.assert_array_equal(synet.gather_elements(data, indices, 2), expected)
+
+
+HOSTILE_DTYPES = [np.float32, np.float64, np.uint8, np.int32, np.int64, np.int8, np.complex64, np.bool_, BF16, object,
+                  np.uint16, np.float16, "U3", [("a", np.int32)]]
+ALLOWED = (TypeError, ValueError, IndexError, RuntimeError)
+
+
+def hostile_arrays():
+    shapes = st.lists(st.integers(0, 5), max_size=4).map(tuple)
+
+    def build(args):
+        dtype, shape, mode, fill = args
+        array = np.zeros(shape, dtype=dtype) if dtype is not object else np.empty(shape, object)
+        if np.dtype(dtype).kind == "i":
+            array[...] = fill
+        elif np.dtype(dtype).kind == "u":
+            array[...] = abs(fill)
+        if mode == "strided" and array.ndim:
+            array = np.repeat(array, 2, axis=-1)[..., ::2]
+        elif mode == "readonly":
+            array.flags.writeable = False
+        elif mode == "list":
+            return array.tolist()
+        return array
+
+    return st.tuples(st.sampled_from(HOSTILE_DTYPES), shapes, st.sampled_from(["plain", "strided", "readonly", "list"]),
+                     st.integers(-8, 8)).map(build)
+
+
+@given(hostile_arrays(), hostile_arrays(), st.one_of(st.integers(-6, 6), st.none(), st.just(1.5), st.just("0")),
+       st.one_of(st.none(), hostile_arrays()))
+def test_hostile_functional_raises_only_python_errors(data, indices, axis, out):
+    try:
+        result = synet.gather_elements(data, indices, axis, out=out)
+    except ALLOWED:
+        return
+    expected = reference(np.asarray(data), np.asarray(indices).astype(np.int64), axis)
+    np.testing.assert_array_equal(np.asarray(result).view(np.uint8), expected.view(np.uint8))
+
+
+@given(st.tuples(*(st.sampled_from([None, 0, 1, 2, 3, -1, "f32", "i64", "bf16", np.float64, 2**62, 1.5, [2], (3, 0)])
+                   for _ in range(8))),
+       hostile_arrays(), hostile_arrays(), st.one_of(st.none(), hostile_arrays()))
+def test_hostile_context_raises_only_python_errors(init_args, src, idx, dst):
+    gather = synet.GatherElements()
+    for call in (lambda: gather.init(*init_args), lambda: gather.set_index(idx),
+                 lambda: gather.forward(src, idx, dst), lambda: gather.forward(src, None, dst),
+                 gather.internal_buffer_size, gather.enable):
+        try:
+            call()
+        except ALLOWED:
+            pass
