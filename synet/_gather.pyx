@@ -6,10 +6,15 @@ The context class `GatherElements` keeps the geometry between `init` and `forwar
 """
 
 cimport cython
+cimport numpy as cnp
 from cython.parallel cimport prange
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
+from synet.status cimport SynetStatus, SYNET_OK, SYNET_VALUE_ERROR, SYNET_INDEX_ERROR, SYNET_NOT_READY
+
 import numpy as np
+
+cnp.import_array()
 
 from ._arrays import UINT16, check_buffer, require_array
 from ._kernels import resolve_num_threads
@@ -210,17 +215,66 @@ cdef Py_ssize_t gather_kernel(
     return bad
 
 
-def _run(const elem_t[::1] src, const index_t[::1] idx, elem_t[::1] dst, Py_ssize_t outer,
-         Py_ssize_t src_count, Py_ssize_t inner, Py_ssize_t idx_count, Py_ssize_t idx_period,
-         bint offsets, int threads):
-    """Run gather_kernel on flat views (element width x index type chosen by Cython's dispatch)."""
+cdef SynetStatus _dispatch_index(const elem_t *src, const void *idx, int index_size, elem_t *dst,
+                                 const GatherPlan *plan, Py_ssize_t period, bint offsets, int threads) noexcept nogil:
     cdef Py_ssize_t bad
-    if dst.shape[0] == 0:
-        return 0
+    if index_size == 4:
+        bad = gather_kernel(src, <const int32_t *>idx, dst, plan.outer, plan.src_count, plan.inner,
+                            plan.idx_count, period, offsets, threads)
+    elif index_size == 8:
+        bad = gather_kernel(src, <const int64_t *>idx, dst, plan.outer, plan.src_count, plan.inner,
+                            plan.idx_count, period, offsets, threads)
+    else:
+        return SYNET_VALUE_ERROR
+    return SYNET_INDEX_ERROR if bad else SYNET_OK
+
+
+cdef SynetStatus gather_elements_run(const GatherPlan *plan, const void *src, const void *idx, void *dst,
+                                     int n_threads) noexcept nogil:
+    """Run a GatherPlan (see _gather.pxd); the one entry point of the Python and C APIs."""
+    cdef bint offsets = idx == NULL
+    cdef int index_size = plan.offsets_size if offsets else plan.index_size
+    cdef Py_ssize_t period = plan.period if offsets else plan.outer
+    cdef Py_ssize_t n = plan.outer * plan.idx_count * plan.inner
+    if plan.outer < 0 or plan.src_count < 0 or plan.inner < 0 or plan.idx_count < 0 or n_threads < 1:
+        return SYNET_VALUE_ERROR
+    if n == 0:
+        return SYNET_OK
+    if offsets:
+        idx = plan.offsets
+        if idx == NULL or period < 1:
+            return SYNET_NOT_READY
+    if src == NULL or dst == NULL:
+        return SYNET_VALUE_ERROR
+    if plan.src_count == 0:
+        return SYNET_INDEX_ERROR
+    if plan.elem_size == 1:
+        return _dispatch_index(<const uint8_t *>src, idx, index_size, <uint8_t *>dst, plan, period, offsets, n_threads)
+    if plan.elem_size == 2:
+        return _dispatch_index(<const uint16_t *>src, idx, index_size, <uint16_t *>dst, plan, period, offsets,
+                               n_threads)
+    if plan.elem_size == 4:
+        return _dispatch_index(<const uint32_t *>src, idx, index_size, <uint32_t *>dst, plan, period, offsets,
+                               n_threads)
+    if plan.elem_size == 8:
+        return _dispatch_index(<const uint64_t *>src, idx, index_size, <uint64_t *>dst, plan, period, offsets,
+                               n_threads)
+    return SYNET_VALUE_ERROR
+
+
+cdef inline void *_data(cnp.ndarray array) noexcept:
+    return cnp.PyArray_DATA(array)
+
+
+cdef SynetStatus _run(GatherPlan *plan, src, idx, dst, int threads):
+    """Run `plan` on NumPy arrays (checked by the caller) with the GIL released."""
+    cdef const void *src_ptr = _data(src)
+    cdef const void *idx_ptr = NULL if idx is None else _data(idx)
+    cdef void *dst_ptr = _data(dst)
+    cdef SynetStatus status
     with nogil:
-        bad = gather_kernel(&src[0], &idx[0], &dst[0], outer, src_count, inner, idx_count,
-                            idx_period, offsets, threads)
-    return bad
+        status = gather_elements_run(plan, src_ptr, idx_ptr, dst_ptr, threads)
+    return status
 
 
 def _first_bad(idx, Py_ssize_t src_count):
@@ -282,21 +336,12 @@ cdef class GatherElements:
     array([0., 2., 1., 7., 5., 4.], dtype=float32)
     """
 
-    cdef object _dtype        # dtype of src/dst elements
-    cdef object _index_dtype  # int32 or int64
-    cdef tuple _key           # init's arguments, normalised
-    cdef tuple _outer
-    cdef Py_ssize_t _outer_size, _src_count, _inner, _idx_count
-    cdef bint _index_const
-    cdef Py_ssize_t _index_users
-    cdef object _offsets      # analysed index (set_index), flat, or None
-    cdef tuple _index_shape   # the shape set_index was given
-    cdef Py_ssize_t _period   # outer slices the analysed index covers
+    # attributes: see _gather.pxd
 
     def __init__(self, data_type=None, index_type=None, index_const=False, index_users=1,
                  outer=None, src_count=None, inner=None, idx_count=None):
         self._key = None
-        self._offsets = None
+        self._analysed = None
         if data_type is not None or index_type is not None or outer is not None or \
                 src_count is not None or inner is not None or idx_count is not None:
             self.init(data_type, index_type, index_const, index_users, outer, src_count, inner, idx_count)
@@ -358,7 +403,7 @@ cdef class GatherElements:
 
     def internal_buffer_size(self):
         """Bytes held by the context: the analysed index (0 without `set_index`)."""
-        return 0 if self._offsets is None else self._offsets.nbytes
+        return 0 if self._analysed is None else self._analysed[0].nbytes
 
     @property
     def index_users(self):
@@ -405,9 +450,25 @@ cdef class GatherElements:
         flat = flat[: max(period, 1) * row].reshape(-1, self._inner if self._inner else 1)
         offsets = flat * self._inner + np.arange(self._inner, dtype=np.int64)
         fits32 = self._src_count * self._inner <= _INT32_MAX
-        self._offsets = np.ascontiguousarray(offsets.reshape(-1), np.int32 if fits32 else np.int64)
-        self._period = max(period, 1)
-        self._index_shape = idx.shape
+        offsets = np.ascontiguousarray(offsets.reshape(-1), np.int32 if fits32 else np.int64)
+        self._analysed = (offsets, max(period, 1), idx.shape)  # one assignment: forward sees all or none
+
+    cdef GatherPlan plan(self) except *:
+        """The context's gather as a C-level plan (with its analysed index, if set)."""
+        cdef GatherPlan plan
+        cdef cnp.ndarray offsets
+        self._require_ready()
+        plan.outer, plan.src_count = self._outer_size, self._src_count
+        plan.inner, plan.idx_count = self._inner, self._idx_count
+        plan.elem_size = self._dtype.itemsize
+        plan.index_size = self._index_dtype.itemsize
+        plan.offsets, plan.offsets_size, plan.period = NULL, 0, 0
+        if self._analysed is not None:
+            offsets = self._analysed[0]
+            plan.offsets = cnp.PyArray_DATA(offsets)
+            plan.offsets_size = offsets.dtype.itemsize
+            plan.period = self._analysed[1]
+        return plan
 
     def forward(self, src, idx=None, dst=None, *, n_threads=None):
         """Gather: ``dst[b, c, i] = src[b, idx[b, c, i] (+ src_count if negative), i]``.
@@ -433,16 +494,18 @@ cdef class GatherElements:
         IndexError
             An index outside [-src_count, src_count); names its flat position and value.
         """
-        self._require_ready()
-        offsets = self._offsets  # one reference: a concurrent set_index cannot pull it away
+        analysed = self._analysed  # hold it: a concurrent set_index cannot pull it away
+        cdef GatherPlan plan = self.plan()
         cdef int threads = resolve_num_threads(n_threads)
         n = self._outer_size * self._idx_count * self._inner
         src = check_buffer(src, "src", self._src_dtypes(), self._outer_size * self._src_count * self._inner)
         if idx is None:
-            if offsets is None:
+            if analysed is None:
                 raise RuntimeError("GatherElements.forward: idx is None but no index was set "
                                    "(call set_index on a context made with index_const=True)")
-            shape = self._index_shape
+            offsets, plan.period, shape = analysed
+            plan.offsets = cnp.PyArray_DATA(offsets)
+            plan.offsets_size = offsets.dtype.itemsize
         else:
             idx = check_buffer(idx, "idx", (self._index_dtype,), n)
             shape = idx.shape
@@ -452,20 +515,7 @@ cdef class GatherElements:
             dst = check_buffer(dst, "dst", self._src_dtypes(), n, writeable=True)
             if np.may_share_memory(dst, src) or (idx is not None and np.may_share_memory(dst, idx)):
                 raise ValueError("dst: must not overlap src or idx")
-        if n == 0:
-            return dst
-        width = _WIDTH_DTYPE[self._dtype.itemsize]
-        if idx is None:
-            _run(src.reshape(-1).view(width), offsets, dst.reshape(-1).view(width),
-                 self._outer_size, self._src_count, self._inner, self._idx_count, self._period, True, threads)
-            return dst
-        if self._src_count == 0:
-            bad = 1
-        else:
-            bad = _run(src.reshape(-1).view(width), idx.reshape(-1), dst.reshape(-1).view(width),
-                       self._outer_size, self._src_count, self._inner, self._idx_count,
-                       self._outer_size, False, threads)
-        if bad:
+        if _run(&plan, src, idx, dst, threads) == SYNET_INDEX_ERROR:
             position, value = _first_bad(idx, self._src_count)
             raise IndexError(f"idx: index {value} at flat position {position} is out of range "
                              f"[-{self._src_count}, {self._src_count})")
@@ -474,11 +524,9 @@ cdef class GatherElements:
     def clear(self):
         """Release the context: geometry and analysed index."""
         self._key = None
-        self._offsets = None
-        self._index_shape = None
+        self._analysed = None
         self._outer = ()
         self._outer_size = self._src_count = self._inner = self._idx_count = 0
-        self._period = 1
 
 
 def _as_indices(indices):
@@ -552,14 +600,14 @@ def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):
     if out.size == 0:
         return out
     cdef int threads = resolve_num_threads(n_threads)
+    cdef GatherPlan plan
     src_count = data.shape[axis]
-    outer = _checked_size("indices", *indices.shape[:axis])
-    inner = _checked_size("indices", *indices.shape[axis + 1:])
-    width = _WIDTH_DTYPE[data.dtype.itemsize]
-    bad = 1 if src_count == 0 else _run(
-        src.reshape(-1).view(width), idx.reshape(-1), out.reshape(-1).view(width),
-        outer, src_count, inner, indices.shape[axis], outer, False, threads)
-    if bad:
+    plan.outer = _checked_size("indices", *indices.shape[:axis])
+    plan.inner = _checked_size("indices", *indices.shape[axis + 1:])
+    plan.src_count, plan.idx_count = src_count, indices.shape[axis]
+    plan.elem_size, plan.index_size = data.dtype.itemsize, idx.dtype.itemsize
+    plan.offsets, plan.offsets_size, plan.period = NULL, 0, 0
+    if _run(&plan, src, idx, out, threads) == SYNET_INDEX_ERROR:
         position, value = _first_bad(idx, src_count)
         where = np.unravel_index(position, indices.shape)
         raise IndexError(f"indices[{', '.join(map(str, map(int, where)))}] = {value} is out of range "

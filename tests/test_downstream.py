@@ -1,0 +1,71 @@
+"""A Cython extension built against the installed synet cimports its public .pxd files."""
+
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import synet
+
+HERE = os.path.join(os.path.dirname(__file__), "downstream")
+
+
+@pytest.fixture(scope="module")
+def downstream(tmp_path_factory):
+    pytest.importorskip("Cython")
+    build = tmp_path_factory.mktemp("downstream")
+    for name in ("setup.py", "synet_downstream.pyx"):
+        shutil.copy(os.path.join(HERE, name), build)
+    result = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=build,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    sys.path.insert(0, str(build))
+    try:
+        yield importlib.import_module("synet_downstream")
+    finally:
+        sys.path.remove(str(build))
+
+
+def test_public_pxd_files_are_installed():
+    folder = synet.get_include()
+    for name in ("bf16.pxd", "status.pxd", "_gather.pxd"):
+        assert os.path.isfile(os.path.join(folder, name)), name
+
+
+def test_gather_from_a_plan_made_downstream(downstream):
+    rng = np.random.default_rng(0)
+    src = rng.standard_normal((3, 50, 7)).astype(np.float32)
+    idx = rng.integers(-50, 50, (3, 40, 7))
+    dst = np.empty((3, 40, 7), np.float32)
+    assert downstream.gather(src.ravel(), idx.ravel(), dst.ravel(), 3, 50, 7, 40) == 0
+    np.testing.assert_array_equal(dst, synet.gather_elements(src, idx, 1))
+    idx[2, 3, 4] = 50
+    assert downstream.gather(src.ravel(), idx.ravel(), dst.ravel(), 3, 50, 7, 40) == 2  # SYNET_INDEX_ERROR
+
+
+def test_gather_with_a_context_prepared_in_python(downstream):
+    rng = np.random.default_rng(1)
+    src = rng.standard_normal((16, 4, 64, 1)).astype(np.float32)
+    idx = np.ascontiguousarray(np.broadcast_to(rng.integers(-64, 64, (1, 4, 64, 1)), (16, 4, 64, 1)))
+    context = synet.GatherElements("float32", "int64", True, 1, [16, 4], 64, 1, 64)
+    context.set_index(idx)
+    dst = np.empty(idx.shape, np.float32)
+    assert downstream.gather_prepared(context, src.ravel(), dst.ravel()) == 0
+    np.testing.assert_array_equal(dst, context.forward(src))
+    with pytest.raises(RuntimeError, match="call init"):
+        downstream.gather_prepared(synet.GatherElements(), src.ravel(), dst.ravel())
+
+
+def test_bf16_inline_helpers_give_the_same_bits(downstream):
+    x = np.random.default_rng(2).standard_normal(10000).astype(np.float32) * 1e3
+    raw = np.empty(x.size, np.uint16)
+    downstream.to_bfloat16(x, raw)
+    np.testing.assert_array_equal(raw, synet.float32_to_bfloat16(x).view(np.uint16))
+    back = np.empty(x.size, np.float32)
+    downstream.from_bfloat16(raw, back)
+    np.testing.assert_array_equal(back, raw.view(ml_dtypes.bfloat16).astype(np.float32))
