@@ -61,7 +61,7 @@ class SynetBuildExt(build_ext):
         openmp = compiles(compiler, ["-fopenmp"])
         if not openmp:
             print("synet: WARNING OpenMP not found; building serial kernels", file=sys.stderr)
-        cflags = ["-O1", "-g"] if DEBUG else ["-O3"]
+        cflags = ["-O1", "-g"] if DEBUG else ["-O3", "-g0"]
         cflags += [march] if march else []
         cflags += ["-fopenmp"] if openmp else []
         cflags += ["-fno-wrapv", "-fno-semantic-interposition", "-Wno-unreachable-code"]

@@ -323,6 +323,7 @@ def _checked_size(str what, *factors, Py_ssize_t itemsize=1):
 
 
 @cython.final
+@cython.auto_pickle(False)
 cdef class GatherElements:
     """Context of ONNX GatherElements over a tensor viewed as [outer..., src_count, inner].
 

@@ -127,6 +127,7 @@ cdef Py_ssize_t _free_bytes = 0
 
 
 @cython.final
+@cython.auto_pickle(False)
 cdef class _PooledBuffer:
     """Writable bytes whose memory goes back to the cache, not to the OS, when released."""
 

@@ -1,0 +1,29 @@
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+OPENMP: bool
+SIMD_LEVEL: str
+
+def available_cpus() -> int: ...
+def set_num_threads(n: int | None) -> None: ...
+def get_num_threads() -> int: ...
+def resolve_num_threads(n_threads: int | None = None) -> int: ...
+def empty(shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray: ...
+def release_cached_buffers() -> int: ...
+def float32_to_bfloat16(
+    x: npt.ArrayLike,
+    *,
+    rounding: Literal["nearest", "truncate"] = "nearest",
+    out: np.ndarray | None = None,
+    n_threads: int | None = None,
+) -> np.ndarray: ...
+def bfloat16_to_float32(x: npt.ArrayLike, *, out: np.ndarray | None = None, n_threads: int | None = None) -> np.ndarray: ...
+def round_to_bfloat16(
+    x: npt.ArrayLike,
+    *,
+    rounding: Literal["nearest", "truncate"] = "nearest",
+    out: np.ndarray | None = None,
+    n_threads: int | None = None,
+) -> np.ndarray: ...
