@@ -1,0 +1,77 @@
+"""Hostile-input strategies and the outcome rule shared by the fuzz files."""
+
+from __future__ import annotations
+
+import os
+
+import ml_dtypes
+import numpy as np
+from hypothesis import strategies as st
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+# What synet may raise for bad input (MemoryError: numpy refusing an absurd allocation).
+ALLOWED = (TypeError, ValueError, IndexError, RuntimeError, MemoryError, OverflowError)
+DTYPES = [np.float32, np.float64, np.uint8, np.int8, np.int32, np.int64, np.uint16, np.uint64, np.float16, BF16,
+          np.bool_, np.complex64, object, "U2", [("a", np.int32)]]
+
+
+def log(*what: object) -> None:
+    """Record the example about to run (flushed, so it survives a crash)."""
+    path = os.environ.get("SYNET_FUZZ_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(repr(what)[:2000].replace("\n", " ") + "\n")
+
+
+def attempt(call, *args, **kwargs):
+    """Run `call`: a result, or one of the allowed Python exceptions (returned, not raised)."""
+    log(getattr(call, "__qualname__", call), args, kwargs)
+    try:
+        return call(*args, **kwargs)
+    except ALLOWED as error:
+        return error
+
+
+def _build(spec):
+    dtype, shape, mode, values = spec
+    dtype = np.dtype(dtype)
+    if mode == "huge":  # a zero-stride view of 2**57 elements: nothing of that size can be allocated
+        base = np.zeros(1, dtype if dtype != object else np.float32)
+        return np.lib.stride_tricks.as_strided(base, shape=(2**28, 2**29), strides=(0, 0), writeable=False)
+    array = np.empty(shape, dtype)
+    if array.size and dtype.kind in "iub":
+        whole = [int(v) if not isinstance(v, float) else (int(v) if np.isfinite(v) else 0) for v in values]
+        modulus = 2 if dtype.kind == "b" else 1 << (8 * dtype.itemsize - (dtype.kind == "i"))
+        array[...] = np.resize(np.array([w % modulus for w in whole], dtype=object), shape).astype(dtype)
+    elif array.size and (dtype.kind in "fc" or dtype == BF16):
+        with np.errstate(all="ignore"):
+            array[...] = np.resize(np.array(values, np.float64), shape).astype(dtype)
+    elif dtype == object:
+        array[...] = None
+    if mode == "strided" and array.ndim and array.shape[-1]:
+        array = np.repeat(array, 2, axis=-1)[..., ::2]
+    elif mode == "reversed" and array.ndim:
+        array = array[..., ::-1]
+    elif mode == "readonly":
+        array.flags.writeable = False
+    elif mode == "list":
+        return array.tolist()
+    elif mode == "scalar":
+        return array.reshape(-1)[0] if array.size else 0
+    return array
+
+
+def arrays(max_dims: int = 4, max_side: int = 6, huge: bool = True):
+    values = st.lists(st.one_of(st.integers(-2**40, 2**40), st.floats(allow_nan=True, allow_infinity=True)),
+                      min_size=1, max_size=8)
+    shapes = st.lists(st.integers(0, max_side), max_size=max_dims).map(tuple)
+    modes = st.sampled_from(["plain", "plain", "strided", "reversed", "readonly", "list", "scalar"] + ["huge"] * huge)
+    return st.tuples(st.sampled_from(DTYPES), shapes, modes, values).map(_build)
+
+
+def junk():
+    """Anything a careless caller might pass where a parameter goes."""
+    return st.one_of(st.none(), st.booleans(), st.integers(-2**65, 2**65), st.floats(allow_nan=True),
+                     st.text(max_size=4), st.sampled_from(["f32", "bf16", "u8", "i32", "i64", "nchw", "relu", "32f"]),
+                     st.lists(st.integers(-3, 2**33), max_size=4), st.just(np.float32), st.just(BF16),
+                     st.just(object()))
