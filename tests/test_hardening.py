@@ -98,6 +98,7 @@ def test_kernels_release_the_gil():
     assert max(gaps) < max(duration / 2, 0.02), (max(gaps), duration)
 
 
+@pytest.mark.skipif(bool(os.environ.get("SYNET_SANITIZED")), reason="ASan keeps freed memory in quarantine")
 @pytest.mark.parametrize("op", ["gather", "gather_const", "gather_functional", "bf16"])
 def test_memory_stays_flat_over_100k_calls(op):
     src, idx = gather_case(1)
