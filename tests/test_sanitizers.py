@@ -3,6 +3,7 @@
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -16,7 +17,8 @@ def test_suite_is_clean_under_address_and_undefined_sanitizers():
     asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     if not os.path.isabs(asan):
         pytest.skip("gcc has no libasan")
-    result = subprocess.run(["bash", SCRIPT], capture_output=True, text=True, timeout=3000)
+    env = dict(os.environ, PYTHON=sys.executable)
+    result = subprocess.run(["bash", SCRIPT], capture_output=True, text=True, timeout=3000, env=env)
     tail = result.stdout[-4000:] + result.stderr[-4000:]
     assert result.returncode == 0, tail
     assert "ERROR: AddressSanitizer" not in tail and "runtime error:" not in tail

@@ -11,11 +11,11 @@ trap 'rm -rf "$WORK"' EXIT
 tar -C "$ROOT" --exclude=build --exclude=dist --exclude='*.so' --exclude='*.c' --exclude=.git -cf - . | tar -C "$WORK" -xf -
 cd "$WORK"
 SYNET_EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
-    python setup.py build_ext --inplace > build.log 2>&1 || { tail -40 build.log; exit 1; }
+    "${PYTHON:-python}" setup.py build_ext --inplace > build.log 2>&1 || { tail -40 build.log; exit 1; }
 LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
 export LD_PRELOAD
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:allocator_may_return_null=1:detect_stack_use_after_return=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export PYTHONPATH="$WORK" SYNET_SANITIZED=1
 # downstream and stub checks build or inspect other code; they are not what is sanitized here
-python -m pytest -q -p no:cacheprovider tests -k "not downstream and not stubtest" "$@"
+"${PYTHON:-python}" -m pytest -q -p no:cacheprovider tests -k "not downstream and not stubtest" "$@"
