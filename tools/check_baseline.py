@@ -24,7 +24,7 @@ SSE3_TO_SSE42 = r"(pshufb|palign|phadd|phsub|pmaddubs|pmulhrs|psign|pabs|pmulld|
                 r"insertps|pmovsx|pmovzx|packusdw|pcmpeqq|pcmpgtq|pcmp[ei]str|crc32|dpp[sd]|mpsadbw|movntdqa|" \
                 r"phminposuw|haddp|hsubp|addsubp|movddup|movs[hl]dup|lddqu)"
 POPCNT = r"(popcnt)"
-V3_SCALAR = r"(lzcnt|tzcnt|andn|bextr|blsi|blsmsk|blsr|bzhi|mulx|pdep|pext|rorx|sarx|shlx|shrx|movbe)"
+V3_SCALAR = r"(lzcnt|tzcnt|andn|bextr|blsi|blsmsk|blsr|bzhi|mulx|pdep|pext|rorx|sarx|shlx|shrx|movbe)\b"
 FORBIDDEN = {
     "x86-64": [r"%ymm", r"%zmm", r"%k[0-7]", r"^v[a-z]", rf"^{SSE3_TO_SSE42}", rf"^{POPCNT}", rf"^{V3_SCALAR}"],
     "x86-64-v2": [r"%ymm", r"%zmm", r"%k[0-7]", r"^v[a-z]", rf"^{V3_SCALAR}"],
