@@ -1,6 +1,6 @@
 """synet: fast, exact inference kernels of Simd's Synet family for NumPy (Cython + OpenMP).
 
-GatherElements, BF16 conversions, thread control; see README.rst for the full guide.
+GatherElements, QuantizedAdd, BF16 conversions, thread control; see README.rst for the full guide.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from ._kernels import (
     set_num_threads,
 )
 from ._gather import GatherElements, gather_elements
+from ._quantized_add import QuantizedAdd, quantized_add
 from ._types import Activation, Compatibility, DataType, TensorFormat
 
 __version__ = "0.1.0"
@@ -28,6 +29,7 @@ __all__ = [
     "Compatibility",
     "DataType",
     "GatherElements",
+    "QuantizedAdd",
     "TensorFormat",
     "__version__",
     "bfloat16_to_float32",
@@ -36,6 +38,7 @@ __all__ = [
     "gather_elements",
     "get_include",
     "get_num_threads",
+    "quantized_add",
     "round_to_bfloat16",
     "set_num_threads",
     "show_config",

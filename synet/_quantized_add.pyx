@@ -1,0 +1,751 @@
+"""QuantizedAdd: element-wise add of UINT8/FLOAT32 tensors with dequantisation, activation and
+requantisation, with NumPy broadcasting.
+
+    a' = (a - a_zero) * a_scale   (UINT8 a; a FLOAT32 a is used as is), b' likewise
+    value = Activate(a' + b')
+    dst = clamp(round_half_even(value / dst_scale) + dst_zero, 0, 255)   (UINT8 dst)
+    dst = value                                                          (FLOAT32 dst)
+
+Three kernels, chosen once in `init`:
+
+* generic (every type combination and activation): a' + b' in float64, where the u8 products
+  are exact, rounded once to float32; the activation of ``activations.pxd`` on a float32 block;
+  the u8 output quantised in float32 with an exact clamp (NaN -> 0, +-inf and huge values
+  saturate) before rounding half to even.
+* folded (u8 + u8 -> u8, IDENTITY or RELU): ``q = fma(a, ka, fma(b, kb, kc))`` in float32 with
+  ``ka = a_scale/dst_scale`` etc., clamped to [lo, 255] (lo = dst_zero for RELU) and rounded;
+  used only when its worst-case error, bounded in `init`, is below 2.5e-4 output steps, so it
+  is exact away from rounding ties.
+* lookup (u8 + u8 -> u8, any activation but PRELU, large tensors): a 256 x 256 table built
+  in `init` by the generic kernel, so it gives the generic kernel's bits.
+
+Broadcasting: the output is walked as rows of `inner` contiguous elements in which each
+operand is either contiguous or one repeated value; a row's operand offsets come from the
+outer dimensions' strides (0 where an operand is broadcast). Equal shapes are one row,
+a scalar or per-channel [1, C, 1, 1] operand gives rows of H*W with a constant operand.
+"""
+
+cimport cython
+cimport numpy as cnp
+from cython.parallel cimport prange
+from libc.math cimport fmaf, rintf
+from libc.stdint cimport uint8_t
+
+import math
+import numbers
+import threading
+
+import numpy as np
+
+from synet.activations cimport ACT_IDENTITY, ACT_RELU, ACT_PRELU, activate_block
+
+from ._activations import activation_params
+from ._arrays import check_buffer, require_array
+from ._kernels import resolve_num_threads
+from ._types import Activation, DataType, as_activation, as_data_type
+
+cnp.import_array()
+
+cdef extern from *:
+    """
+    /* The folded u8 + u8 -> u8 kernel in AVX-512BW, 64 outputs per iteration:
+       q = fma(a, ka, fma(b, kb, kc)) in float32 (16 lanes x 4), rounded half to even by
+       vcvtps2dq (the default MXCSR mode), saturated to [0, 255] by the signed 32 -> 16 and
+       unsigned 16 -> 8 packs, then max(q, lo). The folded path is only chosen when
+       |q| < 2**22, so the conversion is exact; the result equals the portable loop's
+       rintf(clamp(q, lo, 255)). The tail runs the same code on masked loads and stores. */
+    #if defined(__AVX512F__) && defined(__AVX512BW__)
+    #include <immintrin.h>
+    #define SYNET_QADD_AVX512 1
+    #define SYNET_QADD_ALWAYS_INLINE static inline __attribute__((always_inline))
+
+    SYNET_QADD_ALWAYS_INLINE __m512 synet_qadd_u8x16(__m128i x) {
+        return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(x));
+    }
+
+    /* mode 0: both operands contiguous; 1: a is one value (ca); 2: b is one value (cb = fma(b, kb, kc)) */
+    SYNET_QADD_ALWAYS_INLINE __m512i synet_qadd_folded64(
+            const __m128i* a, const __m128i* b, const int mode, __m512 ka, __m512 kb, __m512 kc,
+            __m512 ca, __m512 cb, __m512i lo, __m512i order) {
+        __m512i d[4];
+        for (int k = 0; k < 4; ++k) {
+            __m512 q;
+            if (mode == 2)
+                q = _mm512_fmadd_ps(synet_qadd_u8x16(a[k]), ka, cb);
+            else if (mode == 1)
+                q = _mm512_fmadd_ps(ca, ka, _mm512_fmadd_ps(synet_qadd_u8x16(b[k]), kb, kc));
+            else
+                q = _mm512_fmadd_ps(synet_qadd_u8x16(a[k]), ka, _mm512_fmadd_ps(synet_qadd_u8x16(b[k]), kb, kc));
+            d[k] = _mm512_cvtps_epi32(q);
+        }
+        __m512i bytes = _mm512_packus_epi16(_mm512_packs_epi32(d[0], d[1]), _mm512_packs_epi32(d[2], d[3]));
+        return _mm512_max_epu8(_mm512_permutexvar_epi32(order, bytes), lo);
+    }
+
+    SYNET_QADD_ALWAYS_INLINE void synet_qadd_folded_loop(
+            const uint8_t* a, const uint8_t* b, uint8_t* dst, Py_ssize_t n, const int mode,
+            float ka, float kb, float kc, uint8_t lo) {
+        const __m512 vka = _mm512_set1_ps(ka), vkb = _mm512_set1_ps(kb), vkc = _mm512_set1_ps(kc);
+        const __m512 ca = _mm512_set1_ps(mode == 1 ? (float)a[0] : 0.0f);
+        const __m512 cb = _mm512_set1_ps(mode == 2 ? fmaf((float)b[0], kb, kc) : 0.0f);
+        const __m512i vlo = _mm512_set1_epi8((char)lo);
+        const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+        Py_ssize_t i = 0;
+        __m128i va[4], vb[4];
+        for (; i + 64 <= n; i += 64) {
+            for (int k = 0; k < 4; ++k) {
+                if (mode != 1) va[k] = _mm_loadu_si128((const __m128i*)(a + i + 16 * k));
+                if (mode != 2) vb[k] = _mm_loadu_si128((const __m128i*)(b + i + 16 * k));
+            }
+            _mm512_storeu_si512((void*)(dst + i), synet_qadd_folded64(va, vb, mode, vka, vkb, vkc, ca, cb, vlo, order));
+        }
+        if (i < n) {
+            __mmask64 mask = _bzhi_u64(~0ULL, (unsigned)(n - i));
+            __m512i ta = mode != 1 ? _mm512_maskz_loadu_epi8(mask, a + i) : _mm512_setzero_si512();
+            __m512i tb = mode != 2 ? _mm512_maskz_loadu_epi8(mask, b + i) : _mm512_setzero_si512();
+            va[0] = _mm512_castsi512_si128(ta); vb[0] = _mm512_castsi512_si128(tb);
+            va[1] = _mm512_extracti32x4_epi32(ta, 1); vb[1] = _mm512_extracti32x4_epi32(tb, 1);
+            va[2] = _mm512_extracti32x4_epi32(ta, 2); vb[2] = _mm512_extracti32x4_epi32(tb, 2);
+            va[3] = _mm512_extracti32x4_epi32(ta, 3); vb[3] = _mm512_extracti32x4_epi32(tb, 3);
+            _mm512_mask_storeu_epi8((void*)(dst + i), mask,
+                                    synet_qadd_folded64(va, vb, mode, vka, vkb, vkc, ca, cb, vlo, order));
+        }
+    }
+
+    static void synet_qadd_folded_avx512(const uint8_t* a, const uint8_t* b, uint8_t* dst, Py_ssize_t n,
+                                         int mode, float ka, float kb, float kc, uint8_t lo) {
+        if (mode == 1) synet_qadd_folded_loop(a, b, dst, n, 1, ka, kb, kc, lo);
+        else if (mode == 2) synet_qadd_folded_loop(a, b, dst, n, 2, ka, kb, kc, lo);
+        else synet_qadd_folded_loop(a, b, dst, n, 0, ka, kb, kc, lo);
+    }
+    #else
+    #define SYNET_QADD_AVX512 0
+    static void synet_qadd_folded_avx512(const uint8_t* a, const uint8_t* b, uint8_t* dst, Py_ssize_t n,
+                                         int mode, float ka, float kb, float kc, uint8_t lo) {}
+    #endif
+    """
+    const bint SYNET_QADD_AVX512
+    void synet_qadd_folded_avx512(const uint8_t* a, const uint8_t* b, uint8_t* dst, Py_ssize_t n,
+                                  int mode, float ka, float kb, float kc, uint8_t lo) noexcept nogil
+
+ctypedef fused a_t:
+    uint8_t
+    float
+
+ctypedef fused b_t:
+    uint8_t
+    float
+
+ctypedef fused out_t:
+    uint8_t
+    float
+
+ctypedef fused src_t:
+    uint8_t
+    float
+
+cdef enum:
+    TILE = 1 << 14          # output elements per parallel task
+    BLOCK = 512             # float32 scratch of the generic kernel, per row segment
+    PARALLEL_MIN = 1 << 17  # output elements below which a call runs on one thread
+    LUT_MIN = 1 << 17       # output elements from which u8+u8->u8 uses a lookup table
+    MODE_GENERIC = 0
+    MODE_FOLDED = 1
+    MODE_LUT = 2
+
+# Largest worst-case error (in output steps) of the folded float32 kernel: it is then exact
+# wherever the exact value lies more than 1e-3 from a rounding tie.
+FOLDED_MAX_ERROR = 2.5e-4
+
+cdef struct Plan:
+    # u8 operand: x' = x * scale + offset in float64 (x * scale is exact there)
+    double a_scale, a_offset, b_scale, b_offset
+    # u8 output: q = fma(value * q_pre, q_inv, q_zero), clamped to [0, 255], rounded half to even
+    float q_pre, q_inv, q_zero
+    # folded u8 + u8 -> u8: q = fma(a, ka, fma(b, kb, kc)) clamped to [lo, 255]
+    float ka, kb, kc, lo
+    int act, mode
+    const float* act_params
+    Py_ssize_t prelu_inner, prelu_channels
+    const uint8_t* lut
+    # geometry: `size` outputs in rows of `inner`; row r's operand offsets unravel r over
+    # `rank` outer dimensions; a_scalar / b_scalar: that operand is constant along a row
+    Py_ssize_t size, inner, rank
+    const Py_ssize_t* outer_shape
+    const Py_ssize_t* a_strides
+    const Py_ssize_t* b_strides
+    bint a_scalar, b_scalar
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels (noexcept nogil; fused over the a, b and dst element types)
+
+
+cdef inline double _deq(src_t x, double scale, double offset) noexcept nogil:
+    """A u8 operand dequantised in float64 (exact product, one rounding); a float32 one as is."""
+    if src_t is uint8_t:
+        return <double>x * scale + offset
+    else:
+        return <double>x
+
+
+cdef inline float _clamp_round(float q, float lo) noexcept nogil:
+    """round_half_even(clamp(q, lo, 255)); NaN -> lo (the comparisons send it there)."""
+    q = q if q > lo else lo
+    q = q if q < 255 else 255
+    return rintf(q)
+
+
+cdef inline void _values(const a_t* a, const b_t* b, float* v, Py_ssize_t n, const Plan* p) noexcept nogil:
+    """v[i] = float32(a'[i] + b'[i]); a scalar operand is dequantised once."""
+    cdef Py_ssize_t i
+    cdef double sa = p.a_scale, oa = p.a_offset, sb = p.b_scale, ob = p.b_offset, c
+    if p.a_scalar:
+        c = _deq(a[0], sa, oa)
+        for i in range(n):
+            v[i] = <float>(c + _deq(b[i], sb, ob))
+    elif p.b_scalar:
+        c = _deq(b[0], sb, ob)
+        for i in range(n):
+            v[i] = <float>(_deq(a[i], sa, oa) + c)
+    else:
+        for i in range(n):
+            v[i] = <float>(_deq(a[i], sa, oa) + _deq(b[i], sb, ob))
+
+
+cdef inline void _quantize(const float* v, uint8_t* dst, Py_ssize_t n, const Plan* p) noexcept nogil:
+    """dst = clamp(round_half_even(v / dst_scale) + dst_zero, 0, 255), NaN -> 0."""
+    cdef Py_ssize_t i
+    cdef float pre = p.q_pre, inv = p.q_inv, zero = p.q_zero
+    for i in range(n):
+        dst[i] = <uint8_t>_clamp_round(fmaf(v[i] * pre, inv, zero), 0.0)
+
+
+cdef inline void _folded_row(const uint8_t* a, const uint8_t* b, uint8_t* dst, Py_ssize_t n,
+                             const Plan* p) noexcept nogil:
+    """u8 + u8 -> u8, IDENTITY / RELU: q = fma(a, ka, fma(b, kb, kc)), clamp [lo, 255], round."""
+    cdef Py_ssize_t i
+    cdef float ka = p.ka, kb = p.kb, kc = p.kc, lo = p.lo, c
+    if SYNET_QADD_AVX512:
+        synet_qadd_folded_avx512(a, b, dst, n, 1 if p.a_scalar else (2 if p.b_scalar else 0),
+                                 ka, kb, kc, <uint8_t>lo)
+        return
+    if p.a_scalar:
+        c = <float>a[0]
+        for i in range(n):
+            dst[i] = <uint8_t>_clamp_round(fmaf(c, ka, fmaf(<float>b[i], kb, kc)), lo)
+    elif p.b_scalar:
+        c = fmaf(<float>b[0], kb, kc)
+        for i in range(n):
+            dst[i] = <uint8_t>_clamp_round(fmaf(<float>a[i], ka, c), lo)
+    else:
+        for i in range(n):
+            dst[i] = <uint8_t>_clamp_round(fmaf(<float>a[i], ka, fmaf(<float>b[i], kb, kc)), lo)
+
+
+cdef inline void _lut_row(const uint8_t* a, const uint8_t* b, uint8_t* dst, Py_ssize_t n,
+                          const Plan* p) noexcept nogil:
+    """u8 + u8 -> u8 by table: dst = lut[a * 256 + b]."""
+    cdef Py_ssize_t i
+    cdef const uint8_t* t
+    if p.a_scalar:
+        t = p.lut + (<Py_ssize_t>a[0] << 8)
+        for i in range(n):
+            dst[i] = t[b[i]]
+    elif p.b_scalar:
+        t = p.lut + b[0]
+        for i in range(n):
+            dst[i] = t[<Py_ssize_t>a[i] << 8]
+    else:
+        for i in range(n):
+            dst[i] = p.lut[(<Py_ssize_t>a[i] << 8) | b[i]]
+
+
+cdef inline void _row(const a_t* a, const b_t* b, out_t* dst, Py_ssize_t n, Py_ssize_t first,
+                      const Plan* p) noexcept nogil:
+    """n outputs from flat index `first`; a / b point at the row's first operand element."""
+    cdef float buf[BLOCK]
+    cdef float* v
+    cdef Py_ssize_t off, m
+    if a_t is uint8_t and b_t is uint8_t and out_t is uint8_t:
+        if p.mode == MODE_FOLDED:
+            _folded_row(a, b, dst, n, p)
+            return
+        if p.mode == MODE_LUT:
+            _lut_row(a, b, dst, n, p)
+            return
+    cdef Py_ssize_t blocks = (n + BLOCK - 1) // BLOCK, block
+    for block in range(blocks):
+        off = block * BLOCK
+        m = min(<Py_ssize_t>BLOCK, n - off)
+        if out_t is float:
+            v = <float*>(dst + off)  # a float32 output is its own scratch
+        else:
+            v = buf
+        _values(a if p.a_scalar else a + off, b if p.b_scalar else b + off, v, m, p)
+        activate_block(v, m, p.act, p.act_params, first + off, p.prelu_inner, p.prelu_channels)
+        if out_t is uint8_t:
+            _quantize(v, <uint8_t*>(dst + off), m, p)
+
+
+cdef inline void _tile(const a_t* a, const b_t* b, out_t* dst, Py_ssize_t start, Py_ssize_t stop,
+                       const Plan* p) noexcept nogil:
+    """Outputs start..stop (flat), row segment by row segment."""
+    cdef Py_ssize_t pos = start, row, col, count, ao, bo, r, k, d
+    while pos < stop:
+        row = pos // p.inner
+        col = pos - row * p.inner
+        count = min(p.inner - col, stop - pos)
+        ao = 0 if p.a_scalar else col
+        bo = 0 if p.b_scalar else col
+        r = row
+        for d in range(p.rank - 1, -1, -1):
+            k = r % p.outer_shape[d]
+            r = r // p.outer_shape[d]
+            ao += k * p.a_strides[d]
+            bo += k * p.b_strides[d]
+        _row(a + ao, b + bo, dst + pos, count, pos, p)
+        pos += count
+
+
+cdef void qadd_kernel(const a_t* a, const b_t* b, out_t* dst, const Plan* p, int threads) noexcept nogil:
+    """The whole output, in tiles of TILE elements: parallel over outputs (no element is written
+    by two threads; the tiling does not depend on the thread count, nor do the results)."""
+    cdef Py_ssize_t tiles = (p.size + TILE - 1) // TILE, t
+    for t in prange(tiles, schedule="static", num_threads=threads,
+                    use_threads_if=p.size >= PARALLEL_MIN):
+        _tile(a, b, dst, t * TILE, min(p.size, (t + 1) * TILE), p)
+
+
+cdef void _dispatch(int code, const void* a, const void* b, void* dst, const Plan* p,
+                    int threads) noexcept nogil:
+    """code = 4 * (a is float32) + 2 * (b is float32) + (dst is float32)."""
+    if code == 0:
+        qadd_kernel(<const uint8_t*>a, <const uint8_t*>b, <uint8_t*>dst, p, threads)
+    elif code == 1:
+        qadd_kernel(<const uint8_t*>a, <const uint8_t*>b, <float*>dst, p, threads)
+    elif code == 2:
+        qadd_kernel(<const uint8_t*>a, <const float*>b, <uint8_t*>dst, p, threads)
+    elif code == 3:
+        qadd_kernel(<const uint8_t*>a, <const float*>b, <float*>dst, p, threads)
+    elif code == 4:
+        qadd_kernel(<const float*>a, <const uint8_t*>b, <uint8_t*>dst, p, threads)
+    elif code == 5:
+        qadd_kernel(<const float*>a, <const uint8_t*>b, <float*>dst, p, threads)
+    elif code == 6:
+        qadd_kernel(<const float*>a, <const float*>b, <uint8_t*>dst, p, threads)
+    else:
+        qadd_kernel(<const float*>a, <const float*>b, <float*>dst, p, threads)
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument checks (Python-land, before any kernel starts)
+
+_IO_DTYPES = {DataType.FLOAT32: np.dtype(np.float32), DataType.UINT8: np.dtype(np.uint8)}
+_MAX_SIZE = 2**62
+
+
+def _io_type(value, str name):
+    data_type = as_data_type(value, name)
+    if data_type not in _IO_DTYPES:
+        raise ValueError(f"{name}: expected FLOAT32 or UINT8, got {data_type.name}")
+    return data_type
+
+
+def _shape(value, str name):
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        value = (value,)
+    try:
+        dims = tuple(value)
+    except TypeError:
+        raise TypeError(f"{name}: expected a sequence of ints, got {value!r}") from None
+    for dim in dims:
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+            raise TypeError(f"{name}: expected a sequence of ints, got {value!r}")
+        if dim < 0:
+            raise ValueError(f"{name}: expected dimensions >= 0, got {dims}")
+    if len(dims) > 64:
+        raise ValueError(f"{name}: expected at most 64 dimensions, got {len(dims)}")
+    size = math.prod(int(d) for d in dims)
+    if size >= _MAX_SIZE:
+        raise ValueError(f"{name}: {dims} holds {size} elements, too many for 64-bit sizes")
+    return tuple(int(d) for d in dims)
+
+
+def _scale(value, str name):
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
+        scale = float(value)
+        if math.isfinite(scale) and scale > 0:
+            return scale
+    raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
+
+
+def _zero(value, str name):
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and 0 <= value <= 255:
+        return int(value)
+    raise ValueError(f"{name}: expected an int in [0, 255], got {value!r}")
+
+
+@cython.wraparound(True)
+def _geometry(tuple a_shape, tuple b_shape, tuple out_shape):
+    """(inner, a_scalar, b_scalar, outer) for the broadcast walk; outer = [shape, a_strides, b_strides].
+
+    Dimensions of size 1 in the output are dropped, adjacent dimensions along which both
+    operands stay contiguous (or both stay broadcast) are merged; the innermost merged
+    dimension is the row.
+    """
+    rank = len(out_shape)
+    a_full = (1,) * (rank - len(a_shape)) + a_shape
+    b_full = (1,) * (rank - len(b_shape)) + b_shape
+
+    def strides(shape):
+        result, step = [], 1
+        for dim in reversed(shape):
+            result.append(0 if dim == 1 else step)
+            step *= dim
+        return result[::-1]
+
+    sa, sb = strides(a_full), strides(b_full)
+    dims = [(n, sa[d], sb[d]) for d, n in enumerate(out_shape) if n != 1]
+    merged = []  # innermost first
+    for n, da, db in reversed(dims):
+        if merged:
+            m, ta, tb = merged[-1]
+            if da == ta * m and db == tb * m:
+                merged[-1] = (n * m, ta, tb)
+                continue
+        merged.append((n, da, db))
+    if not merged:
+        return 1, False, False, np.zeros((3, 1), dtype=np.intp), 0
+    inner, ta, tb = merged[0]
+    outer = merged[:0:-1]  # outermost first
+    table = np.zeros((3, max(len(outer), 1)), dtype=np.intp)
+    for d, (n, da, db) in enumerate(outer):
+        table[:, d] = (n, da, db)
+    return inner, ta == 0, tb == 0, table, len(outer)
+
+
+cdef inline void* _data(object array):
+    return cnp.PyArray_DATA(<cnp.ndarray>array)
+
+
+cdef _check_alias(dst, operand, str name):
+    """dst may be `operand` itself (in-place: same data, dtype and size), never a partial overlap."""
+    if np.may_share_memory(dst, operand):
+        if not (_data(dst) == _data(operand) and dst.dtype == operand.dtype and dst.size == operand.size):
+            raise ValueError(f"dst: overlaps {name} without being {name} itself (in-place needs the "
+                             f"same data, dtype {dst.dtype} and {dst.size} elements; got {name} "
+                             f"with dtype {operand.dtype} and {operand.size} elements)")
+
+
+# ---------------------------------------------------------------------------------------------
+# The context
+
+
+@cython.final
+cdef class QuantizedAdd:
+    """Context of Simd's SynetQuantizedAdd, extended to broadcasting and every activation.
+
+    ``value = Activate((a - a_zero)*a_scale + (b - b_zero)*b_scale)`` (a FLOAT32 operand is used
+    as is); UINT8 output ``clamp(round_half_even(value / dst_scale) + dst_zero, 0, 255)``,
+    FLOAT32 output ``value``. The constructor takes `init`'s keywords and calls it when a shape
+    or type is given.
+
+    Examples
+    --------
+    >>> add = QuantizedAdd([64], "u8", 0.010, 47, [64], "u8", 0.020, 30, "identity", None,
+    ...                    "u8", 0.015, 38)
+    >>> add.forward(np.full(64, 50, np.uint8), np.full(64, 80, np.uint8))[:4]
+    array([107, 107, 107, 107], dtype=uint8)
+    """
+
+    cdef Plan _plan
+    cdef tuple _key
+    cdef int _code
+    cdef tuple _a_dtypes, _b_dtypes, _dst_dtypes
+    cdef Py_ssize_t _a_size, _b_size
+    cdef tuple _out_shape
+    cdef object _act_params   # float32 array the plan points into
+    cdef object _table        # intp [3, rank]: outer shape, a strides, b strides
+    cdef object _lut          # uint8 [65536] or None
+
+    def __init__(self, a_shape=None, a_type=None, a_scale=1.0, a_zero=0, b_shape=None, b_type=None,
+                 b_scale=1.0, b_zero=0, act_type=Activation.IDENTITY, act_params=None, dst_type=None,
+                 dst_scale=1.0, dst_zero=0):
+        self._key = None
+        if a_shape is not None or a_type is not None or b_shape is not None or b_type is not None \
+                or dst_type is not None:
+            self.init(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act_type,
+                      act_params, dst_type, dst_scale, dst_zero)
+
+    def init(self, a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act_type,
+             act_params, dst_type, dst_scale, dst_zero):
+        """(Re)initialise the context.
+
+        Parameters
+        ----------
+        a_shape, b_shape : sequence of int
+            The operands' shapes; they broadcast with NumPy's rules to the output shape.
+        a_type, b_type, dst_type : DataType, name or dtype
+            FLOAT32 or UINT8 each.
+        a_scale, b_scale, dst_scale : float
+            Quantisation scales (finite, > 0) of UINT8 tensors; ignored for FLOAT32 ones.
+        a_zero, b_zero, dst_zero : int
+            Zero points (ints in [0, 255]) of UINT8 tensors; ignored for FLOAT32 ones.
+        act_type : Activation or name
+            Applied to a' + b'.
+        act_params : sequence of float, optional
+            The activation's parameters (defaults when None; extra values ignored). PRELU:
+            one slope per channel of the output's axis 1, or a single slope (required).
+
+        Identical arguments keep the context; others rebuild it.
+
+        Raises
+        ------
+        ValueError
+            Shapes that do not broadcast, types other than FLOAT32 / UINT8, bad scales, zero
+            points or activation parameters; the message names the parameter.
+        """
+        a_shape = _shape(a_shape, "a_shape")
+        b_shape = _shape(b_shape, "b_shape")
+        a_type = _io_type(a_type, "a_type")
+        b_type = _io_type(b_type, "b_type")
+        dst_type = _io_type(dst_type, "dst_type")
+        try:
+            out_shape = tuple(int(d) for d in np.broadcast_shapes(a_shape, b_shape))
+        except ValueError:
+            raise ValueError(f"b_shape: expected a shape that broadcasts with a_shape {a_shape} "
+                             f"(NumPy rules), got {b_shape}") from None
+        act = as_activation(act_type, "act_type")
+        channels = out_shape[1] if len(out_shape) >= 2 else 1
+        params = activation_params(act, act_params, channels, "act_params")
+        u8 = DataType.UINT8
+        sa, za = (_scale(a_scale, "a_scale"), _zero(a_zero, "a_zero")) if a_type == u8 else (1.0, 0)
+        sb, zb = (_scale(b_scale, "b_scale"), _zero(b_zero, "b_zero")) if b_type == u8 else (1.0, 0)
+        ds, dz = (_scale(dst_scale, "dst_scale"), _zero(dst_zero, "dst_zero")) if dst_type == u8 else (1.0, 0)
+        key = (a_shape, a_type, sa, za, b_shape, b_type, sb, zb, act, params.tobytes(), dst_type, ds, dz)
+        if key == self._key:
+            return
+        size = math.prod(out_shape)
+        if size >= _MAX_SIZE:
+            raise ValueError(f"b_shape: the broadcast shape {out_shape} has too many elements")
+
+        cdef Plan plan
+        cdef Py_ssize_t width
+        plan.a_scale, plan.a_offset = sa, -za * sa
+        plan.b_scale, plan.b_offset = sb, -zb * sb
+        inv = 1.0 / ds
+        pre = 2.0**64 if inv > 2.0**100 else (2.0**-64 if inv < 2.0**-100 else 1.0)
+        plan.q_pre, plan.q_inv, plan.q_zero = pre, inv / pre, dz
+        plan.act = int(act)
+        plan.act_params = <const float*>_data(params)
+        if act == Activation.PRELU and params.size > 1:
+            plan.prelu_channels = channels
+            plan.prelu_inner = math.prod(out_shape[2:])
+        else:
+            plan.prelu_channels = plan.prelu_inner = 1
+        plan.lut = NULL
+        inner, a_scalar, b_scalar, table, rank = _geometry(a_shape, b_shape, out_shape)
+        plan.size, plan.inner, plan.rank = size, inner, rank
+        plan.outer_shape = <const Py_ssize_t*>_data(table)
+        width = table.shape[1]
+        plan.a_strides = plan.outer_shape + width
+        plan.b_strides = plan.outer_shape + 2 * width
+        plan.a_scalar, plan.b_scalar = a_scalar, b_scalar
+        plan.mode = MODE_GENERIC
+        plan.ka = plan.kb = plan.kc = plan.lo = 0
+        lut = None
+        if a_type == u8 and b_type == u8 and dst_type == u8:
+            if act in (Activation.IDENTITY, Activation.RELU) and self._fold(&plan, sa, za, sb, zb, ds, dz,
+                                                                            act == Activation.RELU):
+                plan.mode = MODE_FOLDED
+            elif act != Activation.PRELU and size >= LUT_MIN:
+                lut = _build_lut(&plan)
+                plan.lut = <const uint8_t*>_data(lut)
+                plan.mode = MODE_LUT
+        # publish in one step (no Python code runs in between), so a concurrent forward sees
+        # either the old or the new context
+        self._act_params, self._table, self._lut = params, table, lut
+        self._plan = plan
+        self._code = 4 * (a_type == DataType.FLOAT32) + 2 * (b_type == DataType.FLOAT32) + (dst_type == DataType.FLOAT32)
+        self._a_dtypes, self._b_dtypes, self._dst_dtypes = \
+            (_IO_DTYPES[a_type],), (_IO_DTYPES[b_type],), (_IO_DTYPES[dst_type],)
+        self._a_size, self._b_size = math.prod(a_shape), math.prod(b_shape)
+        self._out_shape = out_shape
+        self._key = key
+
+    cdef bint _fold(self, Plan* plan, double sa, int za, double sb, int zb, double ds, int dz, bint relu):
+        """Fill the folded float32 kernel's constants if its error bound allows it."""
+        ka, kb = sa / ds, sb / ds
+        kc = dz - za * ka - zb * kb
+        if not (ka < 1e30 and kb < 1e30 and abs(kc) < 1e30):
+            return False
+        # |fl(a*fka + fl(b*fkb + fkc)) - (a*ka + b*kb + kc)| for a, b <= 255 and the |q| <= 256
+        # that matter: rounding of ka, kb, kc, of the inner and of the outer fma (u = 2**-24)
+        bound = (2 * 255 * ka + 2 * 255 * kb + 2 * abs(kc) + 256) * 2.0**-24 * 1.01
+        if bound > FOLDED_MAX_ERROR:
+            return False
+        plan.ka, plan.kb, plan.kc = ka, kb, kc
+        plan.lo = dz if relu else 0
+        return True
+
+    def enable(self):
+        """True when `init` has built the context and `forward` may be called."""
+        return self._key is not None
+
+    @property
+    def shape(self):
+        """The output (broadcast) shape, or None before `init`."""
+        return self._out_shape if self._key is not None else None
+
+    @property
+    def kernel(self):
+        """Which kernel `init` chose: 'generic', 'folded' or 'lookup' (None before `init`)."""
+        if self._key is None:
+            return None
+        return ("generic", "folded", "lookup")[self._plan.mode]
+
+    def forward(self, a, b, dst=None, *, n_threads=None):
+        """dst = Quantize(Activate(a' + b')), broadcast to the output shape.
+
+        Parameters
+        ----------
+        a, b : ndarray
+            C-contiguous, the context's dtype (uint8 / float32) and element count (any shape).
+        dst : ndarray, optional
+            C-contiguous, writeable, the output dtype and element count; may be `a` or `b`
+            itself (in-place) when dtype and size match. Allocated with the broadcast shape
+            when None.
+        n_threads : int, optional
+            Threads for this call (default ``synet.get_num_threads()``).
+
+        Returns
+        -------
+        dst
+        """
+        if self._key is None:
+            raise RuntimeError("QuantizedAdd: call init() before forward()")
+        # one snapshot of the context (a concurrent init cannot pull the arrays away)
+        cdef Plan plan = self._plan
+        keep = (self._act_params, self._table, self._lut)
+        cdef int code = self._code
+        dst_dtypes = self._dst_dtypes
+        cdef int threads = resolve_num_threads(n_threads)
+        a = check_buffer(a, "a", self._a_dtypes, self._a_size)
+        b = check_buffer(b, "b", self._b_dtypes, self._b_size)
+        if dst is None:
+            dst = np.empty(self._out_shape, dtype=dst_dtypes[0])
+        else:
+            dst = check_buffer(dst, "dst", dst_dtypes, plan.size, writeable=True)
+            _check_alias(dst, a, "a")
+            _check_alias(dst, b, "b")
+        if plan.size == 0:
+            return dst
+        cdef const void* pa = _data(a)
+        cdef const void* pb = _data(b)
+        cdef void* pd = _data(dst)
+        with nogil:
+            _dispatch(code, pa, pb, pd, &plan, threads)
+        del keep
+        return dst
+
+    def clear(self):
+        """Release the context."""
+        self._key = None
+        self._act_params = self._table = self._lut = None
+        self._out_shape = None
+
+
+cdef object _build_lut(const Plan* plan):
+    """dst[a * 256 + b] of the generic kernel for every u8 pair (same bits as the generic path)."""
+    cdef Plan flat = plan[0]
+    flat.mode = MODE_GENERIC
+    flat.size = flat.inner = 65536
+    flat.rank = 0
+    flat.a_scalar = flat.b_scalar = False
+    flat.prelu_inner = flat.prelu_channels = 1
+    pairs = np.arange(65536, dtype=np.uint16)
+    a = (pairs >> 8).astype(np.uint8)
+    b = (pairs & 0xFF).astype(np.uint8)
+    lut = np.empty(65536, dtype=np.uint8)
+    cdef int threads = resolve_num_threads(None)
+    cdef const void* pa = _data(a)
+    cdef const void* pb = _data(b)
+    cdef void* pd = _data(lut)
+    with nogil:
+        _dispatch(0, pa, pb, pd, &flat, threads)
+    return lut
+
+
+# ---------------------------------------------------------------------------------------------
+# Functional form
+
+_OPERAND_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32))
+
+
+def _operand(x, str name):
+    array = np.asarray(x)
+    if array.dtype == np.float64:
+        return np.ascontiguousarray(array, dtype=np.float32)
+    if array.dtype not in _OPERAND_DTYPES:
+        raise ValueError(f"{name}: expected dtype uint8, float32 or float64 (converted to float32), "
+                         f"got {array.dtype}")
+    return np.ascontiguousarray(array)
+
+
+def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_scale=1.0, dst_zero=0,
+                  dst_dtype=np.uint8, activation="identity", activation_params=None, out=None,
+                  n_threads=None):
+    """Quantized add with NumPy broadcasting: ``Quantize(Activate(a' + b'))``.
+
+    ``x' = (x - x_zero) * x_scale`` for a uint8 operand, ``x`` itself for a float32 one;
+    ``value = Activate(a' + b')``; a uint8 result is
+    ``clamp(round_half_even(value / dst_scale) + dst_zero, 0, 255)`` (NaN -> 0, +-inf and
+    values beyond the range saturate), a float32 result is ``value``.
+
+    Parameters
+    ----------
+    a, b : array_like
+        uint8 or float32 (float64 is converted to float32); they broadcast with NumPy's rules.
+    a_scale, a_zero, b_scale, b_zero : float, int
+        Quantisation of uint8 operands (scale finite > 0, zero in [0, 255]); ignored for
+        float32 ones.
+    dst_scale, dst_zero : float, int
+        Quantisation of a uint8 result; ignored for float32.
+    dst_dtype : dtype or name
+        uint8 (default) or float32.
+    activation : Activation or name
+        One of the 11 of ``synet.Activation`` (default identity).
+    activation_params : sequence of float, optional
+        Its parameters (defaults when None); PRELU: slopes along axis 1 of the result, or one.
+    out : ndarray, optional
+        C-contiguous, writeable, the result's shape and `dst_dtype`; may be `a` or `b`.
+    n_threads : int, optional
+
+    Returns
+    -------
+    ndarray of the broadcast shape and `dst_dtype` (or `out`)
+
+    Examples
+    --------
+    >>> quantized_add(np.array([50], np.uint8), np.array([80], np.uint8), a_scale=0.01,
+    ...               a_zero=47, b_scale=0.02, b_zero=30, dst_scale=0.015, dst_zero=38)
+    array([107], dtype=uint8)
+    """
+    if out is not None:
+        require_array(out, "out")
+    a = _operand(a, "a")
+    b = _operand(b, "b")
+    dst_type = _io_type(dst_dtype, "dst_dtype")
+    context = QuantizedAdd(a.shape, a.dtype, a_scale, a_zero, b.shape, b.dtype, b_scale, b_zero,
+                           activation, activation_params, dst_type, dst_scale, dst_zero)
+    if out is None:
+        return context.forward(a, b, n_threads=n_threads)
+    shape = context.shape
+    dtype = _IO_DTYPES[dst_type]
+    if out.shape != shape or out.dtype != dtype:
+        raise ValueError(f"out: expected shape {shape} and dtype {dtype}, got shape {out.shape} "
+                         f"and dtype {out.dtype}")
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out: expected a writeable C-contiguous array")
+    return context.forward(a, b, out, n_threads=n_threads)
