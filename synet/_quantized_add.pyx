@@ -39,7 +39,7 @@ import numpy as np
 
 from synet.activations cimport ACT_IDENTITY, ACT_RELU, ACT_PRELU, activate_block
 
-from ._activations import activation_params
+from ._activations import activation_params as activation_params_of
 from ._arrays import check_buffer, require_array
 from ._kernels import resolve_num_threads
 from ._types import Activation, DataType, as_activation, as_data_type
@@ -518,7 +518,7 @@ cdef class QuantizedAdd:
                              f"(NumPy rules), got {b_shape}") from None
         act = as_activation(act_type, "act_type")
         channels = out_shape[1] if len(out_shape) >= 2 else 1
-        params = activation_params(act, act_params, channels, "act_params")
+        params = activation_params_of(act, act_params, channels, "act_params")
         u8 = DataType.UINT8
         sa, za = (_scale(a_scale, "a_scale"), _zero(a_zero, "a_zero")) if a_type == u8 else (1.0, 0)
         sb, zb = (_scale(b_scale, "b_scale"), _zero(b_zero, "b_zero")) if b_type == u8 else (1.0, 0)
@@ -686,11 +686,11 @@ _OPERAND_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32))
 def _operand(x, str name):
     array = np.asarray(x)
     if array.dtype == np.float64:
-        return np.ascontiguousarray(array, dtype=np.float32)
+        return np.asarray(array, dtype=np.float32, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
     if array.dtype not in _OPERAND_DTYPES:
         raise ValueError(f"{name}: expected dtype uint8, float32 or float64 (converted to float32), "
                          f"got {array.dtype}")
-    return np.ascontiguousarray(array)
+    return np.asarray(array, order="C")
 
 
 def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_scale=1.0, dst_zero=0,
@@ -737,8 +737,16 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     a = _operand(a, "a")
     b = _operand(b, "b")
     dst_type = _io_type(dst_dtype, "dst_dtype")
+    try:
+        out_shape = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ValueError(f"b: expected a shape that broadcasts with a's {a.shape} (NumPy rules), "
+                         f"got {b.shape}") from None
+    act = as_activation(activation, "activation")
+    activation_params = activation_params_of(act, activation_params, out_shape[1] if len(out_shape) >= 2 else 1,
+                                             "activation_params")
     context = QuantizedAdd(a.shape, a.dtype, a_scale, a_zero, b.shape, b.dtype, b_scale, b_zero,
-                           activation, activation_params, dst_type, dst_scale, dst_zero)
+                           act, activation_params, dst_type, dst_scale, dst_zero)
     if out is None:
         return context.forward(a, b, n_threads=n_threads)
     shape = context.shape
