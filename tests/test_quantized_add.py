@@ -217,6 +217,18 @@ def test_exhaustive_u8_pairs(q, act, repeat):
     check(add.forward(a, b, n_threads=2), a, b, q, act, params)
 
 
+@pytest.mark.parametrize("q", SWEEP_SETS, ids=range(len(SWEEP_SETS)))
+@pytest.mark.parametrize("act", [Activation.IDENTITY, Activation.RELU, Activation.LEAKY_RELU,
+                                 Activation.RESTRICT_RANGE, Activation.ELU], ids=lambda a: a.name)
+def test_exhaustive_mixed_to_u8(q, act):
+    # float32 + u8 and u8 + float32 -> u8 over every pair (float32 sums where their bound allows)
+    a, b = all_pairs()
+    fb = ((b.astype(np.float64) - 30) * 0.02).astype(np.float32)
+    params = default_params(act, 1)
+    for x, y in ((a, fb), (fb, a)):
+        check(context(x, y, U8, q, act, params).forward(x, y), x, y, q, act, params)
+
+
 def test_exhaustive_u8_to_f32():
     a, b = all_pairs()
     for act in (Activation.IDENTITY, Activation.RELU, Activation.ELU):
