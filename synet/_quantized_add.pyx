@@ -87,9 +87,26 @@ cdef extern from *:
         return _mm512_max_epu8(_mm512_permutexvar_epi32(order, bytes), lo);
     }
 
+    /* Up to 64 outputs on masked loads and a masked store (row heads and tails). */
+    SYNET_QADD_ALWAYS_INLINE void synet_qadd_folded_masked(
+            const uint8_t* a, const uint8_t* b, uint8_t* dst, Py_ssize_t count, const int mode,
+            __m512 ka, __m512 kb, __m512 kc, __m512 ca, __m512 cb, __m512i lo, __m512i order) {
+        __m128i va[4], vb[4];
+        __mmask64 mask = _bzhi_u64(~0ULL, (unsigned)count);
+        __m512i ta = mode != 1 ? _mm512_maskz_loadu_epi8(mask, a) : _mm512_setzero_si512();
+        __m512i tb = mode != 2 ? _mm512_maskz_loadu_epi8(mask, b) : _mm512_setzero_si512();
+        va[0] = _mm512_castsi512_si128(ta); vb[0] = _mm512_castsi512_si128(tb);
+        va[1] = _mm512_extracti32x4_epi32(ta, 1); vb[1] = _mm512_extracti32x4_epi32(tb, 1);
+        va[2] = _mm512_extracti32x4_epi32(ta, 2); vb[2] = _mm512_extracti32x4_epi32(tb, 2);
+        va[3] = _mm512_extracti32x4_epi32(ta, 3); vb[3] = _mm512_extracti32x4_epi32(tb, 3);
+        _mm512_mask_storeu_epi8((void*)dst, mask, synet_qadd_folded64(va, vb, mode, ka, kb, kc, ca, cb, lo, order));
+    }
+
+    /* stream: write dst with non-temporal stores (outputs much larger than the caches), after
+       a masked head that aligns dst to 64 bytes; an sfence orders them before returning. */
     SYNET_QADD_ALWAYS_INLINE void synet_qadd_folded_loop(
             const uint8_t* a, const uint8_t* b, uint8_t* dst, Py_ssize_t n, const int mode,
-            float ka, float kb, float kc, uint8_t lo) {
+            float ka, float kb, float kc, uint8_t lo, const int stream) {
         const __m512 vka = _mm512_set1_ps(ka), vkb = _mm512_set1_ps(kb), vkc = _mm512_set1_ps(kc);
         const __m512 ca = _mm512_set1_ps(mode == 1 ? (float)a[0] : 0.0f);
         const __m512 cb = _mm512_set1_ps(mode == 2 ? fmaf((float)b[0], kb, kc) : 0.0f);
@@ -97,41 +114,93 @@ cdef extern from *:
         const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
         Py_ssize_t i = 0;
         __m128i va[4], vb[4];
+        if (stream) {
+            i = (Py_ssize_t)((64 - ((uintptr_t)dst & 63)) & 63);
+            i = i < n ? i : n;
+            if (i)
+                synet_qadd_folded_masked(a, b, dst, i, mode, vka, vkb, vkc, ca, cb, vlo, order);
+        }
         for (; i + 64 <= n; i += 64) {
             for (int k = 0; k < 4; ++k) {
                 if (mode != 1) va[k] = _mm_loadu_si128((const __m128i*)(a + i + 16 * k));
                 if (mode != 2) vb[k] = _mm_loadu_si128((const __m128i*)(b + i + 16 * k));
             }
-            _mm512_storeu_si512((void*)(dst + i), synet_qadd_folded64(va, vb, mode, vka, vkb, vkc, ca, cb, vlo, order));
+            __m512i r = synet_qadd_folded64(va, vb, mode, vka, vkb, vkc, ca, cb, vlo, order);
+            if (stream)
+                _mm512_stream_si512((__m512i*)(dst + i), r);
+            else
+                _mm512_storeu_si512((void*)(dst + i), r);
         }
-        if (i < n) {
-            __mmask64 mask = _bzhi_u64(~0ULL, (unsigned)(n - i));
-            __m512i ta = mode != 1 ? _mm512_maskz_loadu_epi8(mask, a + i) : _mm512_setzero_si512();
-            __m512i tb = mode != 2 ? _mm512_maskz_loadu_epi8(mask, b + i) : _mm512_setzero_si512();
-            va[0] = _mm512_castsi512_si128(ta); vb[0] = _mm512_castsi512_si128(tb);
-            va[1] = _mm512_extracti32x4_epi32(ta, 1); vb[1] = _mm512_extracti32x4_epi32(tb, 1);
-            va[2] = _mm512_extracti32x4_epi32(ta, 2); vb[2] = _mm512_extracti32x4_epi32(tb, 2);
-            va[3] = _mm512_extracti32x4_epi32(ta, 3); vb[3] = _mm512_extracti32x4_epi32(tb, 3);
-            _mm512_mask_storeu_epi8((void*)(dst + i), mask,
-                                    synet_qadd_folded64(va, vb, mode, vka, vkb, vkc, ca, cb, vlo, order));
-        }
+        if (i < n)
+            synet_qadd_folded_masked(mode == 1 ? a : a + i, mode == 2 ? b : b + i, dst + i, n - i, mode,
+                                     vka, vkb, vkc, ca, cb, vlo, order);
+        if (stream)
+            _mm_sfence();
     }
 
     static void synet_qadd_folded_avx512(const uint8_t* a, const uint8_t* b, uint8_t* dst, Py_ssize_t n,
-                                         int mode, float ka, float kb, float kc, uint8_t lo) {
-        if (mode == 1) synet_qadd_folded_loop(a, b, dst, n, 1, ka, kb, kc, lo);
-        else if (mode == 2) synet_qadd_folded_loop(a, b, dst, n, 2, ka, kb, kc, lo);
-        else synet_qadd_folded_loop(a, b, dst, n, 0, ka, kb, kc, lo);
+                                         int mode, float ka, float kb, float kc, uint8_t lo, int stream) {
+        if (stream) {
+            if (mode == 1) synet_qadd_folded_loop(a, b, dst, n, 1, ka, kb, kc, lo, 1);
+            else if (mode == 2) synet_qadd_folded_loop(a, b, dst, n, 2, ka, kb, kc, lo, 1);
+            else synet_qadd_folded_loop(a, b, dst, n, 0, ka, kb, kc, lo, 1);
+        } else {
+            if (mode == 1) synet_qadd_folded_loop(a, b, dst, n, 1, ka, kb, kc, lo, 0);
+            else if (mode == 2) synet_qadd_folded_loop(a, b, dst, n, 2, ka, kb, kc, lo, 0);
+            else synet_qadd_folded_loop(a, b, dst, n, 0, ka, kb, kc, lo, 0);
+        }
+    }
+
+    /* The u8 + u8 -> u8 lookup kernel: dst = lut[a * 256 + b] by 16-lane dword gathers (the
+       table is padded by 3 bytes so every 4-byte read stays inside it), keeping the low byte. */
+    SYNET_QADD_ALWAYS_INLINE __m512i synet_qadd_lut_index(__m128i a, __m128i b, const int mode,
+                                                          __m512i ca, __m512i cb) {
+        __m512i ia = mode == 1 ? ca : _mm512_slli_epi32(_mm512_cvtepu8_epi32(a), 8);
+        __m512i ib = mode == 2 ? cb : _mm512_cvtepu8_epi32(b);
+        return _mm512_or_si512(ia, ib);
+    }
+
+    SYNET_QADD_ALWAYS_INLINE void synet_qadd_lut_loop(const uint8_t* a, const uint8_t* b, uint8_t* dst,
+                                                      Py_ssize_t n, const int mode, const uint8_t* lut) {
+        const __m512i ca = _mm512_set1_epi32(mode == 1 ? (int)a[0] << 8 : 0);
+        const __m512i cb = _mm512_set1_epi32(mode == 2 ? (int)b[0] : 0);
+        const __m128i zero = _mm_setzero_si128();
+        Py_ssize_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            __m128i va = mode != 1 ? _mm_loadu_si128((const __m128i*)(a + i)) : zero;
+            __m128i vb = mode != 2 ? _mm_loadu_si128((const __m128i*)(b + i)) : zero;
+            __m512i g = _mm512_i32gather_epi32(synet_qadd_lut_index(va, vb, mode, ca, cb), (const void*)lut, 1);
+            _mm_storeu_si128((__m128i*)(dst + i), _mm512_cvtepi32_epi8(g));
+        }
+        if (i < n) {
+            __mmask16 mask = (__mmask16)_bzhi_u32(0xFFFFu, (unsigned)(n - i));
+            __m128i va = mode != 1 ? _mm_maskz_loadu_epi8(mask, a + i) : zero;
+            __m128i vb = mode != 2 ? _mm_maskz_loadu_epi8(mask, b + i) : zero;
+            __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask,
+                                                    synet_qadd_lut_index(va, vb, mode, ca, cb), (const void*)lut, 1);
+            _mm_mask_storeu_epi8((void*)(dst + i), mask, _mm512_cvtepi32_epi8(g));
+        }
+    }
+
+    static void synet_qadd_lut_avx512(const uint8_t* a, const uint8_t* b, uint8_t* dst, Py_ssize_t n,
+                                      int mode, const uint8_t* lut) {
+        if (mode == 1) synet_qadd_lut_loop(a, b, dst, n, 1, lut);
+        else if (mode == 2) synet_qadd_lut_loop(a, b, dst, n, 2, lut);
+        else synet_qadd_lut_loop(a, b, dst, n, 0, lut);
     }
     #else
     #define SYNET_QADD_AVX512 0
     static void synet_qadd_folded_avx512(const uint8_t* a, const uint8_t* b, uint8_t* dst, Py_ssize_t n,
-                                         int mode, float ka, float kb, float kc, uint8_t lo) {}
+                                         int mode, float ka, float kb, float kc, uint8_t lo, int stream) {}
+    static void synet_qadd_lut_avx512(const uint8_t* a, const uint8_t* b, uint8_t* dst, Py_ssize_t n,
+                                      int mode, const uint8_t* lut) {}
     #endif
     """
     const bint SYNET_QADD_AVX512
     void synet_qadd_folded_avx512(const uint8_t* a, const uint8_t* b, uint8_t* dst, Py_ssize_t n,
-                                  int mode, float ka, float kb, float kc, uint8_t lo) noexcept nogil
+                                  int mode, float ka, float kb, float kc, uint8_t lo, int stream) noexcept nogil
+    void synet_qadd_lut_avx512(const uint8_t* a, const uint8_t* b, uint8_t* dst, Py_ssize_t n,
+                               int mode, const uint8_t* lut) noexcept nogil
 
 ctypedef fused a_t:
     uint8_t
@@ -158,6 +227,7 @@ cdef enum:
     BLOCK = 512             # float32 scratch of the generic kernel, per row segment
     PARALLEL_MIN = 1 << 17  # output elements below which a call runs on one thread
     LUT_MIN = 1 << 17       # output elements from which u8+u8->u8 uses a lookup table
+    STREAM_MIN = 1 << 22    # u8 output elements from which the folded kernel streams its stores
     MODE_GENERIC = 0
     MODE_FOLDED = 1
     MODE_LUT = 2
@@ -246,7 +316,7 @@ cdef inline void _folded_row(const uint8_t* a, const uint8_t* b, uint8_t* dst, P
     cdef float ka = p.ka, kb = p.kb, kc = p.kc, lo = p.lo, c
     if SYNET_QADD_AVX512:
         synet_qadd_folded_avx512(a, b, dst, n, 1 if p.a_scalar else (2 if p.b_scalar else 0),
-                                 ka, kb, kc, <uint8_t>lo)
+                                 ka, kb, kc, <uint8_t>lo, p.size >= STREAM_MIN)
         return
     if p.a_scalar:
         c = <float>a[0]
@@ -266,6 +336,9 @@ cdef inline void _lut_row(const uint8_t* a, const uint8_t* b, uint8_t* dst, Py_s
     """u8 + u8 -> u8 by table: dst = lut[a * 256 + b]."""
     cdef Py_ssize_t i
     cdef const uint8_t* t
+    if SYNET_QADD_AVX512:
+        synet_qadd_lut_avx512(a, b, dst, n, 1 if p.a_scalar else (2 if p.b_scalar else 0), p.lut)
+        return
     if p.a_scalar:
         t = p.lut + (<Py_ssize_t>a[0] << 8)
         for i in range(n):
@@ -713,7 +786,7 @@ cdef object _build_lut(const Plan* plan):
     pairs = np.arange(65536, dtype=np.uint16)
     a = (pairs >> 8).astype(np.uint8)
     b = (pairs & 0xFF).astype(np.uint8)
-    lut = np.empty(65536, dtype=np.uint8)
+    lut = np.zeros(65536 + 64, dtype=np.uint8)  # padded for the AVX-512 kernel's 4-byte gathers
     cdef int threads = resolve_num_threads(None)
     cdef const void* pa = _data(a)
     cdef const void* pb = _data(b)
