@@ -242,6 +242,7 @@ cdef struct Plan:
     double a_scale, a_offset, b_scale, b_offset
     int a_zero, b_zero
     bint float_values
+    float fa_scale, fa_scale_low, fb_scale, fb_scale_low
     # u8 output: q = fma(value * q_pre, q_inv, q_zero), clamped to [0, 255], rounded half to even
     float q_pre, q_inv, q_zero
     # folded u8 + u8 -> u8: q = fma(a, ka, fma(b, kb, kc)) clamped to [lo, 255]
@@ -265,10 +266,14 @@ cdef struct Plan:
 
 cdef inline acc_t _deq(src_t x, acc_t scale, acc_t offset, int zero) noexcept nogil:
     """A dequantised operand. u8 in float64: x * scale + offset (an exact product, one rounding);
-    u8 in float32: float(x - zero) * scale (an exact difference, one rounding); float32: x."""
+    u8 in float32: d = float(x - zero) (exact), d * scale with the scale split in float32 halves
+    (scale = high + low): fma(d, high, d * low), within ~2**-24 |x'| of the exact product;
+    float32: x."""
+    cdef float d
     if src_t is uint8_t:
         if acc_t is float:
-            return <float>(<int>x - zero) * scale
+            d = <float>(<int>x - zero)
+            return fmaf(d, scale, d * offset)
         else:
             return <double>x * scale + offset
     else:
@@ -375,7 +380,7 @@ cdef inline void _row(const a_t* a, const b_t* b, out_t* dst, Py_ssize_t n, Py_s
             v = buf
         if p.float_values:
             _values(a if p.a_scalar else a + off, b if p.b_scalar else b + off, v, m,
-                    <float>p.a_scale, <float>0, <float>p.b_scale, <float>0, p)
+                    p.fa_scale, p.fa_scale_low, p.fb_scale, p.fb_scale_low, p)
         else:
             _values(a if p.a_scalar else a + off, b if p.b_scalar else b + off, v, m,
                     p.a_scale, p.a_offset, p.b_scale, p.b_offset, p)
@@ -522,16 +527,17 @@ def _geometry(tuple a_shape, tuple b_shape, tuple out_shape):
 
 
 def _float_values_ok(a_type, double sa, int za, b_type, double sb, int zb, act, params, dst_type, double ds):
-    """Whether a' + b' may be summed in float32 for a u8 output: its worst-case error, through an
-    activation of slope <= 1, stays below FOLDED_MAX_ERROR output steps (exact away from ties).
+    """Whether a' + b' may be computed in float32: its worst-case error stays below
+    FOLDED_MAX_ERROR output steps for a u8 output (exact away from ties), below 5e-7 for a
+    float32 output (1e-6 relative, with room for the final roundings).
 
-    Each u8 operand's float32((x - zero) * float32(scale)) is off by at most 2**-23 |x'|; the
-    sum, the activation and the quantisation add a few roundings relative to |q| <= 256.
+    Each u8 operand's float32 product is within 2**-24 |x'| (+ a negligible low-half term) of
+    the exact one and the float32 operand is exact; the sum, the activation (slope <= 1 here)
+    and the quantisation add a few roundings relative to the result.
     """
-    if dst_type != DataType.UINT8:
-        return False  # a float32 output keeps float64 sums: 1e-6 relative leaves no room
     if act not in (Activation.IDENTITY, Activation.RELU, Activation.RESTRICT_RANGE):
-        if act not in (Activation.LEAKY_RELU, Activation.PRELU) or np.abs(params).max() > 1:
+        if dst_type != DataType.UINT8 or act not in (Activation.LEAKY_RELU, Activation.PRELU) or \
+                np.abs(params).max() > 1:
             return False
     spread = 0.0
     for data_type, scale, zero in ((a_type, sa, za), (b_type, sb, zb)):
@@ -539,7 +545,10 @@ def _float_values_ok(a_type, double sa, int za, b_type, double sb, int zb, act, 
             if not 1e-30 < scale < 1e30:
                 return False
             spread += max(zero, 255 - zero) * scale
-    return spread * 2.0**-23 / ds + 4 * 256 * 2.0**-24 <= FOLDED_MAX_ERROR
+    error = spread * 2.0**-24 * 1.01
+    if dst_type == DataType.UINT8:
+        return error / ds + 4 * 256 * 2.0**-24 <= FOLDED_MAX_ERROR
+    return error <= 5e-7
 
 
 cdef inline void* _data(object array):
@@ -652,6 +661,10 @@ cdef class QuantizedAdd:
         plan.a_scale, plan.a_offset = sa, -za * sa
         plan.a_zero, plan.b_zero = za, zb
         plan.float_values = _float_values_ok(a_type, sa, za, b_type, sb, zb, act, params, dst_type, ds)
+        plan.fa_scale = sa if plan.float_values else 0
+        plan.fa_scale_low = sa - plan.fa_scale if plan.float_values else 0
+        plan.fb_scale = sb if plan.float_values else 0
+        plan.fb_scale_low = sb - plan.fb_scale if plan.float_values else 0
         plan.b_scale, plan.b_offset = sb, -zb * sb
         inv = 1.0 / ds
         pre = 2.0**64 if inv > 2.0**100 else (2.0**-64 if inv < 2.0**-100 else 1.0)

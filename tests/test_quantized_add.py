@@ -229,11 +229,19 @@ def test_exhaustive_mixed_to_u8(q, act):
         check(context(x, y, U8, q, act, params).forward(x, y), x, y, q, act, params)
 
 
-def test_exhaustive_u8_to_f32():
+@pytest.mark.parametrize("q", SWEEP_SETS + [
+    dict(a_scale=0.02, a_zero=0, b_scale=0.0125, b_zero=255, dst_scale=1, dst_zero=0),  # float32 sums, at the bound
+    dict(a_scale=0.02, a_zero=0, b_scale=0.0135, b_zero=255, dst_scale=1, dst_zero=0),  # float64 sums, past it
+], ids=range(len(SWEEP_SETS) + 2))
+def test_exhaustive_u8_to_f32(q):
     a, b = all_pairs()
-    for act in (Activation.IDENTITY, Activation.RELU, Activation.ELU):
-        check(quantized_add(a, b, **SEED_Q, dst_dtype=np.float32, activation=act), a, b, SEED_Q, act,
-              default_params(act, 1))
+    for act in (Activation.IDENTITY, Activation.RELU, Activation.RESTRICT_RANGE, Activation.ELU):
+        params = default_params(act, 1)
+        check(quantized_add(a, b, **q, dst_dtype=np.float32, activation=act, activation_params=params), a, b, q,
+              act, params)
+        fa = ((a.astype(np.float64) - 100) * 0.03).astype(np.float32)
+        check(quantized_add(fa, b, **q, dst_dtype=np.float32, activation=act, activation_params=params), fa, b, q,
+              act, params)
 
 
 @pytest.mark.parametrize("repeat", [1, 3])
