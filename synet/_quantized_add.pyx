@@ -9,15 +9,17 @@ requantisation, with NumPy broadcasting.
 Three kernels, chosen once in `init`:
 
 * generic (every type combination and activation): a' + b' in float64, where the u8 products
-  are exact, rounded once to float32; the activation of ``activations.pxd`` on a float32 block;
-  the u8 output quantised in float32 with an exact clamp (NaN -> 0, +-inf and huge values
-  saturate) before rounding half to even.
+  are exact, rounded once to float32 (or in float32 with split scales, when `init` bounds the
+  error below what the output needs); the activation of ``activations.pxd`` on a float32
+  block; the u8 output quantised in float32 with an exact clamp (NaN -> 0, +-inf and huge
+  values saturate) before rounding half to even.
 * folded (u8 + u8 -> u8, IDENTITY or RELU): ``q = fma(a, ka, fma(b, kb, kc))`` in float32 with
   ``ka = a_scale/dst_scale`` etc., clamped to [lo, 255] (lo = dst_zero for RELU) and rounded;
   used only when its worst-case error, bounded in `init`, is below 2.5e-4 output steps, so it
-  is exact away from rounding ties.
+  is exact away from rounding ties. AVX-512BW intrinsics (64 outputs per step) where the
+  build has them, the same arithmetic as a portable auto-vectorised loop otherwise.
 * lookup (u8 + u8 -> u8, any activation but PRELU, large tensors): a 256 x 256 table built
-  in `init` by the generic kernel, so it gives the generic kernel's bits.
+  in `init` by the generic kernel, so it gives the generic kernel's bits (AVX-512 gathers).
 
 Broadcasting: the output is walked as rows of `inner` contiguous elements in which each
 operand is either contiguous or one repeated value; a row's operand offsets come from the
