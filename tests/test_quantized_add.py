@@ -281,6 +281,25 @@ def test_folded_tails(n):
             check(context(bb, a, U8, SEED_Q, act).forward(bb, a), bb, a, SEED_Q, act)
 
 
+@pytest.mark.parametrize("offset", [0, 3])
+def test_folded_streaming_stores_large_unaligned(offset):
+    # outputs of 4 Mi elements or more are written with non-temporal stores after an aligning head
+    rng = np.random.default_rng(offset)
+    n = (1 << 22) + 77
+    a, b = make(U8, n, rng), make(U8, n, rng)
+    buffer = np.zeros(n + 64, np.uint8)
+    dst = buffer[offset:offset + n]
+    add = context(a, b, U8, SEED_Q, Activation.RELU)
+    assert add.kernel == "folded"
+    add.forward(a, b, dst, n_threads=2)
+    check(dst, a, b, SEED_Q, Activation.RELU)
+    assert not buffer[:offset].any() and not buffer[offset + n:].any()
+    assert add.forward(a, b, n_threads=1).tobytes() == dst.tobytes()
+    c = make(U8, 1, rng)
+    assert np.array_equal(context(a, c, U8, SEED_Q).forward(a, c), context(a, np.repeat(c, n), U8, SEED_Q)
+                          .forward(a, np.repeat(c, n)))
+
+
 # ---------------------------------------------------------------------------------------------
 # Saturation
 
