@@ -39,7 +39,8 @@ import threading
 
 import numpy as np
 
-from synet.activations cimport ACT_IDENTITY, ACT_RELU, ACT_PRELU, activate_block
+from synet.activations cimport ACT_COUNT, activate_block
+from synet.status cimport SynetStatus, SYNET_OK, SYNET_VALUE_ERROR, SYNET_NOT_READY
 
 from ._activations import activation_params as activation_params_of
 from ._arrays import check_buffer, require_array
@@ -233,34 +234,12 @@ cdef enum:
     MODE_GENERIC = 0
     MODE_FOLDED = 1
     MODE_LUT = 2
+    SYNET_FLOAT32 = 0       # DataType values of the plan's a_type, b_type, dst_type
+    SYNET_UINT8 = 3
 
 # Largest worst-case error (in output steps) of the folded float32 kernel: it is then exact
 # wherever the exact value lies more than 1e-3 from a rounding tie.
 FOLDED_MAX_ERROR = 2.5e-4
-
-cdef struct Plan:
-    # u8 operand: x' = x * scale + offset in float64 (x * scale is exact there), or with
-    # float_values float32((x - zero) * float32(scale)) and a float32 sum
-    double a_scale, a_offset, b_scale, b_offset
-    int a_zero, b_zero
-    bint float_values
-    float fa_scale, fa_scale_low, fb_scale, fb_scale_low
-    # u8 output: q = fma(value * q_pre, q_inv, q_zero), clamped to [0, 255], rounded half to even
-    float q_pre, q_inv, q_zero
-    # folded u8 + u8 -> u8: q = fma(a, ka, fma(b, kb, kc)) clamped to [lo, 255]
-    float ka, kb, kc, lo
-    int act, mode
-    const float* act_params
-    Py_ssize_t prelu_inner, prelu_channels
-    const uint8_t* lut
-    # geometry: `size` outputs in rows of `inner`; row r's operand offsets unravel r over
-    # `rank` outer dimensions; a_scalar / b_scalar: that operand is constant along a row
-    Py_ssize_t size, inner, rank
-    const Py_ssize_t* outer_shape
-    const Py_ssize_t* a_strides
-    const Py_ssize_t* b_strides
-    bint a_scalar, b_scalar
-
 
 # ---------------------------------------------------------------------------------------------
 # Kernels (noexcept nogil; fused over the a, b and dst element types)
@@ -290,7 +269,7 @@ cdef inline float _clamp_round(float q, float lo) noexcept nogil:
 
 
 cdef inline void _values(const a_t* a, const b_t* b, float* v, Py_ssize_t n, acc_t sa, acc_t oa,
-                        acc_t sb, acc_t ob, const Plan* p) noexcept nogil:
+                        acc_t sb, acc_t ob, const QuantizedAddPlan* p) noexcept nogil:
     """v[i] = float32(a'[i] + b'[i]), the sum in acc_t; a scalar operand is dequantised once."""
     cdef Py_ssize_t i
     cdef int za = p.a_zero, zb = p.b_zero
@@ -308,7 +287,7 @@ cdef inline void _values(const a_t* a, const b_t* b, float* v, Py_ssize_t n, acc
             v[i] = <float>(_deq(a[i], sa, oa, za) + _deq(b[i], sb, ob, zb))
 
 
-cdef inline void _quantize(const float* v, uint8_t* dst, Py_ssize_t n, const Plan* p) noexcept nogil:
+cdef inline void _quantize(const float* v, uint8_t* dst, Py_ssize_t n, const QuantizedAddPlan* p) noexcept nogil:
     """dst = clamp(round_half_even(v / dst_scale) + dst_zero, 0, 255), NaN -> 0."""
     cdef Py_ssize_t i
     cdef float pre = p.q_pre, inv = p.q_inv, zero = p.q_zero
@@ -317,7 +296,7 @@ cdef inline void _quantize(const float* v, uint8_t* dst, Py_ssize_t n, const Pla
 
 
 cdef inline void _folded_row(const uint8_t* a, const uint8_t* b, uint8_t* dst, Py_ssize_t n,
-                             const Plan* p) noexcept nogil:
+                             const QuantizedAddPlan* p) noexcept nogil:
     """u8 + u8 -> u8, IDENTITY / RELU: q = fma(a, ka, fma(b, kb, kc)), clamp [lo, 255], round."""
     cdef Py_ssize_t i
     cdef float ka = p.ka, kb = p.kb, kc = p.kc, lo = p.lo, c
@@ -339,7 +318,7 @@ cdef inline void _folded_row(const uint8_t* a, const uint8_t* b, uint8_t* dst, P
 
 
 cdef inline void _lut_row(const uint8_t* a, const uint8_t* b, uint8_t* dst, Py_ssize_t n,
-                          const Plan* p) noexcept nogil:
+                          const QuantizedAddPlan* p) noexcept nogil:
     """u8 + u8 -> u8 by table: dst = lut[a * 256 + b]."""
     cdef Py_ssize_t i
     cdef const uint8_t* t
@@ -360,7 +339,7 @@ cdef inline void _lut_row(const uint8_t* a, const uint8_t* b, uint8_t* dst, Py_s
 
 
 cdef inline void _row(const a_t* a, const b_t* b, out_t* dst, Py_ssize_t n, Py_ssize_t first,
-                      const Plan* p) noexcept nogil:
+                      const QuantizedAddPlan* p) noexcept nogil:
     """n outputs from flat index `first`; a / b point at the row's first operand element."""
     cdef float buf[BLOCK]
     cdef float* v
@@ -392,7 +371,7 @@ cdef inline void _row(const a_t* a, const b_t* b, out_t* dst, Py_ssize_t n, Py_s
 
 
 cdef inline void _tile(const a_t* a, const b_t* b, out_t* dst, Py_ssize_t start, Py_ssize_t stop,
-                       const Plan* p) noexcept nogil:
+                       const QuantizedAddPlan* p) noexcept nogil:
     """Outputs start..stop (flat), row segment by row segment."""
     cdef Py_ssize_t pos = start, row, col, count, ao, bo, r, k, d
     while pos < stop:
@@ -411,7 +390,7 @@ cdef inline void _tile(const a_t* a, const b_t* b, out_t* dst, Py_ssize_t start,
         pos += count
 
 
-cdef void qadd_kernel(const a_t* a, const b_t* b, out_t* dst, const Plan* p, int threads) noexcept nogil:
+cdef void qadd_kernel(const a_t* a, const b_t* b, out_t* dst, const QuantizedAddPlan* p, int threads) noexcept nogil:
     """The whole output, in tiles of TILE elements: parallel over outputs (no element is written
     by two threads; the tiling does not depend on the thread count, nor do the results)."""
     cdef Py_ssize_t tiles = (p.size + TILE - 1) // TILE, t
@@ -420,7 +399,34 @@ cdef void qadd_kernel(const a_t* a, const b_t* b, out_t* dst, const Plan* p, int
         _tile(a, b, dst, t * TILE, min(p.size, (t + 1) * TILE), p)
 
 
-cdef void _dispatch(int code, const void* a, const void* b, void* dst, const Plan* p,
+cdef SynetStatus quantized_add_run(const QuantizedAddPlan* plan, const void* a, const void* b, void* dst,
+                                   int n_threads) noexcept nogil:
+    """Run a plan (see _quantized_add.pxd); the one entry point of the Python and C APIs."""
+    cdef int code
+    if plan == NULL:
+        return SYNET_VALUE_ERROR
+    if plan.size <= 0:
+        return SYNET_OK if plan.size == 0 else SYNET_VALUE_ERROR
+    if a == NULL or b == NULL or dst == NULL or plan.act_params == NULL or plan.inner <= 0 or \
+            plan.rank < 0 or (plan.rank > 0 and (plan.outer_shape == NULL or plan.a_strides == NULL or
+                                                 plan.b_strides == NULL)):
+        return SYNET_VALUE_ERROR
+    if plan.a_type not in (SYNET_FLOAT32, SYNET_UINT8) or plan.b_type not in (SYNET_FLOAT32, SYNET_UINT8) or \
+            plan.dst_type not in (SYNET_FLOAT32, SYNET_UINT8) or plan.act < 0 or plan.act >= ACT_COUNT:
+        return SYNET_VALUE_ERROR
+    if plan.mode != MODE_GENERIC and (plan.a_type != SYNET_UINT8 or plan.b_type != SYNET_UINT8 or
+                                      plan.dst_type != SYNET_UINT8):
+        return SYNET_VALUE_ERROR
+    if plan.mode == MODE_LUT and plan.lut == NULL:
+        return SYNET_NOT_READY
+    if plan.mode < MODE_GENERIC or plan.mode > MODE_LUT:
+        return SYNET_VALUE_ERROR
+    code = 4 * (plan.a_type == SYNET_FLOAT32) + 2 * (plan.b_type == SYNET_FLOAT32) + (plan.dst_type == SYNET_FLOAT32)
+    _dispatch(code, a, b, dst, plan, max(n_threads, 1))
+    return SYNET_OK
+
+
+cdef void _dispatch(int code, const void* a, const void* b, void* dst, const QuantizedAddPlan* p,
                     int threads) noexcept nogil:
     """code = 4 * (a is float32) + 2 * (b is float32) + (dst is float32)."""
     if code == 0:
@@ -528,6 +534,18 @@ def _geometry(tuple a_shape, tuple b_shape, tuple out_shape):
     return inner, ta == 0, tb == 0, table, len(outer)
 
 
+def _folded_constants(double sa, int za, double sb, int zb, double ds, int dz):
+    """(ka, kb, kc) of the folded float32 kernel, or None when its error bound is too large."""
+    ka, kb = sa / ds, sb / ds
+    kc = dz - za * ka - zb * kb
+    if not (ka < 1e30 and kb < 1e30 and abs(kc) < 1e30):
+        return None
+    # |fl(a*fka + fl(b*fkb + fkc)) - (a*ka + b*kb + kc)| for a, b <= 255 and the |q| <= 256
+    # that matter: rounding of ka, kb, kc, of the inner and of the outer fma (u = 2**-24)
+    bound = (2 * 255 * ka + 2 * 255 * kb + 2 * abs(kc) + 256) * 2.0**-24 * 1.01
+    return (ka, kb, kc) if bound <= FOLDED_MAX_ERROR else None
+
+
 def _float_values_ok(a_type, double sa, int za, b_type, double sb, int zb, act, params, dst_type, double ds):
     """Whether a' + b' may be computed in float32: its worst-case error stays below
     FOLDED_MAX_ERROR output steps for a u8 output (exact away from ties), below 5e-7 for a
@@ -586,16 +604,6 @@ cdef class QuantizedAdd:
     >>> add.forward(np.full(64, 50, np.uint8), np.full(64, 80, np.uint8))[:4]
     array([107, 107, 107, 107], dtype=uint8)
     """
-
-    cdef Plan _plan
-    cdef tuple _key
-    cdef int _code
-    cdef tuple _a_dtypes, _b_dtypes, _dst_dtypes
-    cdef Py_ssize_t _a_size, _b_size
-    cdef tuple _out_shape
-    cdef object _act_params   # float32 array the plan points into
-    cdef object _table        # intp [3, rank]: outer shape, a strides, b strides
-    cdef object _lut          # uint8 [65536] or None
 
     def __init__(self, a_shape=None, a_type=None, a_scale=1.0, a_zero=0, b_shape=None, b_type=None,
                  b_scale=1.0, b_zero=0, act_type=Activation.IDENTITY, act_params=None, dst_type=None,
@@ -658,7 +666,7 @@ cdef class QuantizedAdd:
         if size >= _MAX_SIZE:
             raise ValueError(f"b_shape: the broadcast shape {out_shape} has too many elements")
 
-        cdef Plan plan
+        cdef QuantizedAddPlan plan
         cdef Py_ssize_t width
         plan.a_scale, plan.a_offset = sa, -za * sa
         plan.a_zero, plan.b_zero = za, zb
@@ -679,6 +687,7 @@ cdef class QuantizedAdd:
         else:
             plan.prelu_channels = plan.prelu_inner = 1
         plan.lut = NULL
+        plan.a_type, plan.b_type, plan.dst_type = int(a_type), int(b_type), int(dst_type)
         inner, a_scalar, b_scalar, table, rank = _geometry(a_shape, b_shape, out_shape)
         plan.size, plan.inner, plan.rank = size, inner, rank
         plan.outer_shape = <const Py_ssize_t*>_data(table)
@@ -690,8 +699,11 @@ cdef class QuantizedAdd:
         plan.ka = plan.kb = plan.kc = plan.lo = 0
         lut = None
         if a_type == u8 and b_type == u8 and dst_type == u8:
-            if act in (Activation.IDENTITY, Activation.RELU) and self._fold(&plan, sa, za, sb, zb, ds, dz,
-                                                                            act == Activation.RELU):
+            folded = _folded_constants(sa, za, sb, zb, ds, dz) if act in (Activation.IDENTITY, Activation.RELU) \
+                else None
+            if folded is not None:
+                plan.ka, plan.kb, plan.kc = folded
+                plan.lo = dz if act == Activation.RELU else 0
                 plan.mode = MODE_FOLDED
             elif act != Activation.PRELU and size >= LUT_MIN:
                 lut = _build_lut(&plan)
@@ -701,27 +713,11 @@ cdef class QuantizedAdd:
         # either the old or the new context
         self._act_params, self._table, self._lut = params, table, lut
         self._plan = plan
-        self._code = 4 * (a_type == DataType.FLOAT32) + 2 * (b_type == DataType.FLOAT32) + (dst_type == DataType.FLOAT32)
         self._a_dtypes, self._b_dtypes, self._dst_dtypes = \
             (_IO_DTYPES[a_type],), (_IO_DTYPES[b_type],), (_IO_DTYPES[dst_type],)
         self._a_size, self._b_size = math.prod(a_shape), math.prod(b_shape)
         self._out_shape = out_shape
         self._key = key
-
-    cdef bint _fold(self, Plan* plan, double sa, int za, double sb, int zb, double ds, int dz, bint relu):
-        """Fill the folded float32 kernel's constants if its error bound allows it."""
-        ka, kb = sa / ds, sb / ds
-        kc = dz - za * ka - zb * kb
-        if not (ka < 1e30 and kb < 1e30 and abs(kc) < 1e30):
-            return False
-        # |fl(a*fka + fl(b*fkb + fkc)) - (a*ka + b*kb + kc)| for a, b <= 255 and the |q| <= 256
-        # that matter: rounding of ka, kb, kc, of the inner and of the outer fma (u = 2**-24)
-        bound = (2 * 255 * ka + 2 * 255 * kb + 2 * abs(kc) + 256) * 2.0**-24 * 1.01
-        if bound > FOLDED_MAX_ERROR:
-            return False
-        plan.ka, plan.kb, plan.kc = ka, kb, kc
-        plan.lo = dz if relu else 0
-        return True
 
     def enable(self):
         """True when `init` has built the context and `forward` may be called."""
@@ -760,9 +756,9 @@ cdef class QuantizedAdd:
         if self._key is None:
             raise RuntimeError("QuantizedAdd: call init() before forward()")
         # one snapshot of the context (a concurrent init cannot pull the arrays away)
-        cdef Plan plan = self._plan
+        cdef QuantizedAddPlan plan = self._plan
         keep = (self._act_params, self._table, self._lut)
-        cdef int code = self._code
+        cdef SynetStatus status
         dst_dtypes = self._dst_dtypes
         cdef int threads = resolve_num_threads(n_threads)
         a = check_buffer(a, "a", self._a_dtypes, self._a_size)
@@ -779,9 +775,18 @@ cdef class QuantizedAdd:
         cdef const void* pb = _data(b)
         cdef void* pd = _data(dst)
         with nogil:
-            _dispatch(code, pa, pb, pd, &plan, threads)
+            status = quantized_add_run(&plan, pa, pb, pd, threads)
         del keep
+        if status != SYNET_OK:  # the checks above make this unreachable
+            raise RuntimeError(f"QuantizedAdd.forward: kernel status {status}")
         return dst
+
+    cdef QuantizedAddPlan plan(self) except *:
+        """The context as a C-level plan for `quantized_add_run` (points into the context's arrays:
+        keep the context alive and do not re-init or clear it while the plan runs)."""
+        if self._key is None:
+            raise RuntimeError("QuantizedAdd: call init() before plan()")
+        return self._plan
 
     def clear(self):
         """Release the context."""
@@ -790,9 +795,9 @@ cdef class QuantizedAdd:
         self._out_shape = None
 
 
-cdef object _build_lut(const Plan* plan):
+cdef object _build_lut(const QuantizedAddPlan* plan):
     """dst[a * 256 + b] of the generic kernel for every u8 pair (same bits as the generic path)."""
-    cdef Plan flat = plan[0]
+    cdef QuantizedAddPlan flat = plan[0]
     flat.mode = MODE_GENERIC
     flat.size = flat.inner = 65536
     flat.rank = 0
@@ -807,7 +812,7 @@ cdef object _build_lut(const Plan* plan):
     cdef const void* pb = _data(b)
     cdef void* pd = _data(lut)
     with nogil:
-        _dispatch(0, pa, pb, pd, &flat, threads)
+        quantized_add_run(&flat, pa, pb, pd, threads)
     return lut
 
 
