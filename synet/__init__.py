@@ -1,6 +1,6 @@
 """synet: fast, exact inference kernels of Simd's Synet family for NumPy (Cython + OpenMP).
 
-GatherElements, BF16 conversions, thread control; see README.rst for the full guide.
+GatherElements, QuantizedAdd, BF16 conversions, thread control; see README.rst for the full guide.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ._kernels import (
     set_num_threads,
 )
 from ._gather import GatherElements, gather_elements
+from ._quantized_add import QuantizedAdd, quantized_add
 from ._types import Activation, Compatibility, DataType, TensorFormat
 
 __version__ = "0.1.0"
@@ -29,6 +30,7 @@ __all__ = [
     "Compatibility",
     "DataType",
     "GatherElements",
+    "QuantizedAdd",
     "TensorFormat",
     "__version__",
     "bfloat16_to_float32",
@@ -37,6 +39,7 @@ __all__ = [
     "gather_elements",
     "get_include",
     "get_num_threads",
+    "quantized_add",
     "release_cached_buffers",
     "round_to_bfloat16",
     "set_num_threads",

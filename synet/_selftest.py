@@ -27,4 +27,16 @@ def selftest() -> bool:
     results.append(_check("gather_elements == take_along_axis",
                           np.array_equal(synet.gather_elements(data, idx, 1),
                                          np.take_along_axis(data, idx % 17, 1))))
+    a = rng.integers(0, 256, (2, 8, 33, 17), dtype=np.uint8)
+    c = rng.integers(0, 256, (1, 8, 1, 1), dtype=np.uint8)
+    for act, fn in (("identity", lambda v: v), ("relu", lambda v: np.maximum(v, 0.0))):
+        for other in (a[::-1].copy(), c):
+            value = fn((a - 47.0) * 0.010 + (other - 30.0) * 0.020) / 0.015
+            expected = np.clip(np.rint(value) + 38, 0, 255)
+            got = synet.quantized_add(a, other, a_scale=0.010, a_zero=47, b_scale=0.020, b_zero=30,
+                                      dst_scale=0.015, dst_zero=38, activation=act)
+            near_tie = np.abs(np.abs(value - np.floor(value)) - 0.5) < 1e-3
+            diff = np.abs(got.astype(int) - expected)
+            results.append(_check(f"quantized_add u8 {act} {'per-channel' if other is c else 'equal shapes'}"
+                                  " == float64 formula", bool((diff <= 1).all() and (diff[~near_tie] == 0).all())))
     return all(results)
