@@ -99,6 +99,7 @@ DIRECTIVES = {
     "initializedcheck": DEBUG,
     "cdivision": True,
     "embedsignature": True,
+    "auto_pickle": False,  # contexts hold pointers into their own arrays: no implicit pickling
 }
 
 extensions = [
