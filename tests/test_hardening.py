@@ -36,6 +36,10 @@ def test_shared_contexts_under_random_concurrent_calls():
                 for seed, (src, _) in enumerate(cases)}
     x = np.random.default_rng(9).standard_normal(1 << 16).astype(np.float32)
     bf16 = synet.float32_to_bfloat16(x, n_threads=1)
+    qa = np.random.default_rng(10).integers(0, 256, (1, 64, 40, 40), dtype=np.uint8)
+    qb = np.random.default_rng(11).integers(0, 256, (1, 64, 1, 1), dtype=np.uint8)
+    add = synet.QuantizedAdd(qa.shape, "u8", 0.01, 47, qb.shape, "u8", 0.02, 30, "gelu", None, "u8", 0.015, 38)
+    added = add.forward(qa, qb, n_threads=1)
     failures, calls = [], [0]
     deadline = time.monotonic() + 2.0
 
@@ -45,16 +49,18 @@ def test_shared_contexts_under_random_concurrent_calls():
             k = rng.randrange(len(cases))
             src, idx = cases[k]
             threads = rng.choice([1, 2])
-            choice = rng.randrange(4)
+            choice = rng.randrange(5)
             if choice == 0:
                 ok = np.array_equal(gather.forward(src, idx, n_threads=threads), expected[k])
             elif choice == 1:
                 ok = np.array_equal(gather.forward(src, None, n_threads=threads), constant[k])
             elif choice == 2:
                 ok = np.array_equal(synet.gather_elements(src, idx, 1, n_threads=threads), expected[k])
-            else:
+            elif choice == 3:
                 ok = np.array_equal(synet.float32_to_bfloat16(x, n_threads=threads).view(np.uint16),
                                     bf16.view(np.uint16))
+            else:
+                ok = np.array_equal(add.forward(qa, qb, n_threads=threads), added)
             calls[0] += 1
             if not ok:
                 failures.append((seed, choice, k))
@@ -99,14 +105,19 @@ def test_kernels_release_the_gil():
 
 
 @pytest.mark.skipif(bool(os.environ.get("SYNET_SANITIZED")), reason="ASan keeps freed memory in quarantine")
-@pytest.mark.parametrize("op", ["gather", "gather_const", "gather_functional", "bf16"])
+@pytest.mark.parametrize("op", ["gather", "gather_const", "gather_functional", "bf16", "quantized_add",
+                                "quantized_add_functional"])
 def test_memory_stays_flat_over_100k_calls(op):
     src, idx = gather_case(1)
     small_src, small_idx = src[:1, :5, :3].copy(), np.ascontiguousarray(idx[:1, :4, :3] % 5)
     gather = synet.GatherElements("float32", "int64", True, 1, [1], 5, 3, 4)
     gather.set_index(small_idx)
     x = np.ones(16, np.float32)
+    qa, qb = np.arange(24, dtype=np.uint8).reshape(1, 2, 3, 4), np.array([[[[3]], [[9]]]], np.uint8)
+    add = synet.QuantizedAdd(qa.shape, "u8", 0.01, 47, qb.shape, "u8", 0.02, 30, "relu", None, "f32", 1, 0)
     calls = {
+        "quantized_add": lambda: add.forward(qa, qb),
+        "quantized_add_functional": lambda: synet.quantized_add(qa, qb, a_scale=0.1, activation="swish"),
         "gather": lambda: gather.forward(small_src, small_idx),
         "gather_const": lambda: gather.forward(small_src),
         "gather_functional": lambda: synet.gather_elements(small_src, small_idx, 1),
