@@ -21,8 +21,9 @@ def downstream(tmp_path_factory):
     build = tmp_path_factory.mktemp("downstream")
     for name in ("setup.py", "synet_downstream.pyx"):
         shutil.copy(os.path.join(HERE, name), build)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # the synet under test
     result = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=build,
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     sys.path.insert(0, str(build))
     try:
@@ -69,3 +70,48 @@ def test_bf16_inline_helpers_give_the_same_bits(downstream):
     back = np.empty(x.size, np.float32)
     downstream.from_bfloat16(raw, back)
     np.testing.assert_array_equal(back, raw.view(ml_dtypes.bfloat16).astype(np.float32))
+
+
+def test_quantized_add_pxd_files_are_shipped():
+    for name in ("_quantized_add.pxd", "activations.pxd", "status.pxd"):
+        assert os.path.isfile(os.path.join(synet.get_include(), name)), name
+
+
+@pytest.mark.parametrize("act, shapes, size", [
+    ("identity", ((1, 16, 40, 40), (1, 16, 40, 40)), None),   # folded
+    ("relu", ((1, 16, 40, 40), (1, 16, 1, 1)), None),         # folded, per-channel
+    ("gelu", ((4, 64, 32, 32), (4, 64, 32, 32)), None),        # lookup
+    ("hswish", ((2, 8, 9, 9), (9,)), None),                    # generic, broadcast
+])
+def test_plan_from_python_context_same_bits(downstream, act, shapes, size):
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 256, shapes[0], dtype=np.uint8)
+    b = rng.integers(0, 256, shapes[1], dtype=np.uint8)
+    context = synet.QuantizedAdd(a.shape, "u8", 0.01, 47, b.shape, "u8", 0.02, 30, act, None, "u8", 0.015, 38)
+    expected = context.forward(a, b)
+    dst = np.zeros_like(expected)
+    assert downstream.quantized_add_u8(context, a.ravel(), b.ravel(), dst.ravel(), 2) == 0
+    assert np.array_equal(dst, expected)
+
+
+def test_plan_float_operand(downstream):
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal(1000).astype(np.float32)
+    b = rng.integers(0, 256, 1000, dtype=np.uint8)
+    context = synet.QuantizedAdd([1000], "f32", None, None, [1000], "u8", 0.02, 30, "elu", None, "f32", None, None)
+    dst = np.zeros(1000, np.float32)
+    assert downstream.quantized_add_f32(context, a, b, dst) == 0
+    assert np.array_equal(dst, context.forward(a, b))
+
+
+def test_status_codes_and_not_ready(downstream):
+    context = synet.QuantizedAdd([4], "u8", 0.1, 0, [4], "u8", 0.1, 0, "relu", None, "u8", 0.1, 0)
+    assert downstream.quantized_add_bad_calls(context) == (1, 1, 1)  # SYNET_VALUE_ERROR
+    with pytest.raises(RuntimeError, match="init"):
+        downstream.quantized_add_u8(synet.QuantizedAdd(), np.zeros(1, np.uint8), np.zeros(1, np.uint8), np.zeros(1, np.uint8))
+
+
+def test_activation_inline_function(downstream):
+    for x in (-4.0, -1.0, 0.5, 2.0, 5.0):
+        expected = np.float32(max(min(x, 3.0) + 3.0, 0.0)) * np.float32(1 / 6) * np.float32(x)
+        assert downstream.hswish(x) == pytest.approx(float(expected), rel=1e-6)

@@ -6,6 +6,8 @@ from libc.stdint cimport int64_t, uint16_t
 from synet.bf16 cimport float32_to_bf16, bf16_to_float32
 from synet.status cimport SynetStatus
 from synet._gather cimport GatherElements, GatherPlan, gather_elements_run
+from synet._quantized_add cimport QuantizedAdd, QuantizedAddPlan, quantized_add_run
+from synet.activations cimport activate, ACT_HSWISH
 
 
 def gather(const float[::1] src, const int64_t[::1] idx, float[::1] dst, Py_ssize_t outer, Py_ssize_t src_count,
@@ -42,3 +44,40 @@ def from_bfloat16(const uint16_t[::1] x, float[::1] out):
     with nogil:
         for i in range(x.shape[0]):
             out[i] = bf16_to_float32(x[i])
+
+
+# QuantizedAdd: a plan prepared in Python, run without the GIL
+
+
+def quantized_add_u8(QuantizedAdd context, const unsigned char[::1] a, const unsigned char[::1] b,
+        unsigned char[::1] dst, int n_threads=1):
+    cdef QuantizedAddPlan plan = context.plan()
+    cdef SynetStatus status
+    with nogil:
+        status = quantized_add_run(&plan, &a[0], &b[0], &dst[0], n_threads)
+    return status
+
+
+def quantized_add_f32(QuantizedAdd context, const float[::1] a, const unsigned char[::1] b, float[::1] dst):
+    cdef QuantizedAddPlan plan = context.plan()
+    cdef SynetStatus status
+    with nogil:
+        status = quantized_add_run(&plan, &a[0], &b[0], &dst[0], 2)
+    return status
+
+
+def quantized_add_bad_calls(QuantizedAdd context):
+    cdef QuantizedAddPlan plan = context.plan()
+    cdef unsigned char x = 0
+    null_plan = quantized_add_run(NULL, &x, &x, &x, 1)
+    null_ptr = quantized_add_run(&plan, NULL, &x, &x, 1)
+    plan.a_type = 1
+    bad_type = quantized_add_run(&plan, &x, &x, &x, 1)
+    return null_plan, null_ptr, bad_type
+
+
+def hswish(float x):
+    cdef float params[2]
+    params[0] = 3.0
+    params[1] = 1.0 / 6.0
+    return activate(x, ACT_HSWISH, params, 0)
