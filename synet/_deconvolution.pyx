@@ -1,0 +1,994 @@
+"""Deconvolution16b: BF16/FP32 transposed convolution (PyTorch's ConvTranspose2d), fused activation.
+
+``dst[n, oc, oy, ox] = act(bias[oc] + Σ src[n, ic, iy, ix] · w[ic, oc, ky, kx])`` over the taps
+with ``oy = iy·stride_y − pad_y + ky·dilation_y`` (and likewise for x), ic in oc's group;
+src and w are rounded to BF16 (nearest-even), the sum is accumulated in FP32.
+
+Implementations (chosen in `init`, named by `info()`):
+
+* ``PhaseGemm``: the output is split into stride_y·stride_x phases (output pixels whose
+  taps have the same kernel positions); each phase is an ordinary stride-1 convolution, run
+  as an implicit GEMM over (taps × input channels) with an AVX-512 BF16 dot-product
+  micro-kernel (``vdpbf16ps``; a portable FP32 loop with the same summation order elsewhere
+  or with ``Compatibility.BF16_SOFT``). The source is converted once per call to a zero-padded
+  BF16 NHWC image, so that every tap of a phase is in range; weights are packed in
+  `set_params` per (group, phase, 64-channel block). Each output element is summed by one
+  task in a fixed order, so results do not depend on the thread count.
+* ``Depthwise``: group == src_c == dst_c; FP32 multiply-adds of BF16-rounded values, by
+  phase and tap, vectorised along x (NCHW) or channels (NHWC).
+"""
+
+cimport cython
+from cython.parallel cimport prange
+from libc.math cimport exp, expm1, erf, log1p, tanh
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t
+from libc.string cimport memset
+
+import threading
+
+import numpy as np
+
+from synet.bf16 cimport float32_to_bf16, bf16_to_float32
+
+from ._arrays import UINT16, check_buffer, require_array
+from ._conv_params import ConvParams, deconvolution_size, pads as _pads, pair as _pair
+from ._kernels import resolve_num_threads
+from ._types import (
+    BFLOAT16, Activation, Compatibility, DataType, TensorFormat, as_activation, as_compatibility,
+    as_data_type, as_format,
+)
+
+cdef extern from * nogil:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    #if defined(__AVX512BF16__) && defined(__AVX512F__)
+    #include <immintrin.h>
+    #define SYNET_DC_AVX512BF16 1
+    #else
+    #define SYNET_DC_AVX512BF16 0
+    #endif
+
+    #define SYNET_DC_TILE_N 64   /* output channels per weight block (4 x 16 lanes) */
+    #define SYNET_DC_MMAX 12     /* output pixels per micro-tile, at most */
+
+    static inline float synet_dc_bf16f(uint16_t v) {
+        uint32_t bits = (uint32_t)v << 16; float f; memcpy(&f, &bits, 4); return f;
+    }
+
+    /* Portable micro-kernel: out[m][n] = sum over taps t, pairs k of
+       a[toff[t] + m*ps + 2k + 1]*b[..][n][1], then a[.. + 2k]*b[..][n][0] (vdpbf16ps's order). */
+    static inline __attribute__((always_inline)) void synet_dc_tile_soft_impl(
+        const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
+        const uint16_t *b, float *out, const int M, const int NV)
+    {
+        const int64_t N = NV * 16;
+        for (int m = 0; m < M; ++m) {
+            for (int64_t n = 0; n < N; ++n) {
+                float acc = 0.0f;
+                const uint16_t *bn = b + 2 * n;
+                for (int64_t t = 0; t < ntaps; ++t) {
+                    const uint16_t *am = a + toff[t] + m * ps;
+                    for (int64_t k = 0; k < kpairs; ++k, bn += 2 * N) {
+                        /* products of BF16 values are exact in FP32: fma == multiply, then add */
+                        acc = __builtin_fmaf(synet_dc_bf16f(am[2 * k + 1]), synet_dc_bf16f(bn[1]), acc);
+                        acc = __builtin_fmaf(synet_dc_bf16f(am[2 * k]), synet_dc_bf16f(bn[0]), acc);
+                    }
+                }
+                out[m * SYNET_DC_TILE_N + n] = acc;
+            }
+        }
+    }
+
+    #if SYNET_DC_AVX512BF16
+    static inline __attribute__((always_inline)) void synet_dc_tile_avx_impl(
+        const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
+        const uint16_t *b, float *out, const int M, const int NV)
+    {
+        __m512 acc[SYNET_DC_MMAX][4];
+        for (int m = 0; m < M; ++m)
+            for (int v = 0; v < NV; ++v)
+                acc[m][v] = _mm512_setzero_ps();
+        for (int64_t t = 0; t < ntaps; ++t) {
+            const uint16_t *at = a + toff[t];
+            for (int64_t k = 0; k < kpairs; ++k) {
+                __m512bh bv[4];
+                for (int v = 0; v < NV; ++v)
+                    bv[v] = (__m512bh)_mm512_loadu_si512((const void *)(b + 32 * v));
+                for (int m = 0; m < M; ++m) {
+                    int32_t pairbits;
+                    memcpy(&pairbits, at + m * ps + 2 * k, 4);
+                    __m512bh av = (__m512bh)_mm512_set1_epi32(pairbits);
+                    for (int v = 0; v < NV; ++v)
+                        acc[m][v] = _mm512_dpbf16_ps(acc[m][v], av, bv[v]);
+                }
+                b += 32 * NV;
+            }
+        }
+        for (int m = 0; m < M; ++m)
+            for (int v = 0; v < NV; ++v)
+                _mm512_storeu_ps(out + m * SYNET_DC_TILE_N + 16 * v, acc[m][v]);
+    }
+    #endif
+
+    #define SYNET_DC_CASE(IMPL, MM, NN) case (MM) * 8 + (NN): \\
+        IMPL(a, toff, ntaps, kpairs, ps, b, out, MM, NN); return;
+    #define SYNET_DC_CASES_M(IMPL, NN) \\
+        SYNET_DC_CASE(IMPL, 1, NN) SYNET_DC_CASE(IMPL, 2, NN) SYNET_DC_CASE(IMPL, 3, NN) \\
+        SYNET_DC_CASE(IMPL, 4, NN) SYNET_DC_CASE(IMPL, 5, NN) SYNET_DC_CASE(IMPL, 6, NN)
+    #define SYNET_DC_CASES_M12(IMPL, NN) SYNET_DC_CASES_M(IMPL, NN) \\
+        SYNET_DC_CASE(IMPL, 7, NN) SYNET_DC_CASE(IMPL, 8, NN) SYNET_DC_CASE(IMPL, 9, NN) \\
+        SYNET_DC_CASE(IMPL, 10, NN) SYNET_DC_CASE(IMPL, 11, NN) SYNET_DC_CASE(IMPL, 12, NN)
+    #define SYNET_DC_CASES_M8(IMPL, NN) SYNET_DC_CASES_M(IMPL, NN) \\
+        SYNET_DC_CASE(IMPL, 7, NN) SYNET_DC_CASE(IMPL, 8, NN)
+
+    /* Largest micro-tile height for NV vectors of 16 output channels (<= 24 accumulators). */
+    static int synet_dc_mmax(int nv) { return nv <= 2 ? 12 : (nv == 3 ? 8 : 6); }
+
+    static int synet_dc_hard(void) { return SYNET_DC_AVX512BF16; }
+
+    /* One micro-tile: M output pixels (A rows ps elements apart) x NV*16 output channels. */
+    static void synet_dc_tile(const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs,
+                              int64_t ps, const uint16_t *b, float *out, int M, int NV, int soft)
+    {
+    #if SYNET_DC_AVX512BF16
+        if (!soft) {
+            switch (M * 8 + NV) {
+                SYNET_DC_CASES_M12(synet_dc_tile_avx_impl, 1)
+                SYNET_DC_CASES_M12(synet_dc_tile_avx_impl, 2)
+                SYNET_DC_CASES_M8(synet_dc_tile_avx_impl, 3)
+                SYNET_DC_CASES_M(synet_dc_tile_avx_impl, 4)
+                default: break;
+            }
+        }
+    #endif
+        switch (M * 8 + NV) {
+            SYNET_DC_CASES_M12(synet_dc_tile_soft_impl, 1)
+            SYNET_DC_CASES_M12(synet_dc_tile_soft_impl, 2)
+            SYNET_DC_CASES_M8(synet_dc_tile_soft_impl, 3)
+            SYNET_DC_CASES_M(synet_dc_tile_soft_impl, 4)
+            default: break;
+        }
+    }
+
+    /* Depthwise, one output row segment: acc[i] = sum_t w[t] * src[toff[t] + i] (in tap order). */
+    static void synet_dc_dw_row(const float *src, const int64_t *toff, const float *w, int64_t ntaps,
+                                int64_t len, float *acc)
+    {
+        for (int64_t i = 0; i < len; ++i)
+            acc[i] = 0.0f;
+        for (int64_t t = 0; t < ntaps; ++t) {
+            const float *s = src + toff[t];
+            const float wt = w[t];
+            for (int64_t i = 0; i < len; ++i)
+                acc[i] += wt * s[i];
+        }
+    }
+
+    /* Depthwise NHWC, one output pixel: acc[c] = sum_t w[t*C + c] * src[toff[t] + c]. */
+    static void synet_dc_dw_pixel(const float *src, const int64_t *toff, const float *w, int64_t ntaps,
+                                  int64_t channels, int64_t wstride, float *acc)
+    {
+        for (int64_t c = 0; c < channels; ++c)
+            acc[c] = 0.0f;
+        for (int64_t t = 0; t < ntaps; ++t) {
+            const float *s = src + toff[t];
+            const float *wt = w + t * wstride;
+            for (int64_t c = 0; c < channels; ++c)
+                acc[c] += wt[c] * s[c];
+        }
+    }
+    """
+    int SYNET_DC_TILE_N
+    int SYNET_DC_MMAX
+    int synet_dc_mmax(int nv)
+    int synet_dc_hard()
+    void synet_dc_tile(const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs,
+                       int64_t ps, const uint16_t *b, float *out, int M, int NV, int soft)
+    void synet_dc_dw_row(const float *src, const int64_t *toff, const float *w, int64_t ntaps,
+                         int64_t length, float *acc)
+    void synet_dc_dw_pixel(const float *src, const int64_t *toff, const float *w, int64_t ntaps,
+                           int64_t channels, int64_t wstride, float *acc)
+
+ctypedef fused src_t:
+    float
+    uint16_t  # bfloat16 bits
+
+cdef enum:
+    TILE_N = 64               # output channels per weight block (SYNET_DC_TILE_N)
+    MMAX = 12                 # output pixels per micro-tile, at most (SYNET_DC_MMAX)
+    IMPL_GEMM = 1
+    IMPL_DEPTHWISE = 2
+    DW_CHUNK = 256            # depthwise accumulator length
+    PARALLEL_MIN = 1 << 18    # multiply-adds below which a call runs on one thread
+
+cdef enum Act:
+    IDENTITY = 0
+    RELU = 1
+    LEAKY_RELU = 2
+    RESTRICT_RANGE = 3
+    PRELU = 4
+    ELU = 5
+    HSWISH = 6
+    MISH = 7
+    HARD_SIGMOID = 8
+    SWISH = 9
+    GELU = 10
+
+HARDWARE_BF16 = bool(synet_dc_hard())
+
+# ---------------------------------------------------------------------------------------------
+# Activation (SPEC §2). Kept in one function so that it can move to a shared activations.pxd.
+
+# the defaults of SPEC §2 when params is None: (first, second) parameter
+_ACTIVATION_DEFAULTS = {
+    Activation.IDENTITY: (), Activation.RELU: (), Activation.GELU: (),
+    Activation.LEAKY_RELU: (0.01,), Activation.RESTRICT_RANGE: (0.0, 6.0), Activation.ELU: (1.0,),
+    Activation.HSWISH: (3.0, 1.0 / 6.0), Activation.MISH: (20.0,), Activation.HARD_SIGMOID: (1.0 / 6.0, 0.5),
+    Activation.SWISH: (1.0,),
+}
+
+
+cdef inline float _activate(float x, int act, const float* p, Py_ssize_t c) noexcept nogil:
+    """Activation `act` (an Activation value) of x; p holds its parameters (PRELU: p[c])."""
+    cdef double v = x
+    if act == IDENTITY:
+        return x
+    elif act == RELU:
+        return 0.0 if x < 0 else x
+    elif act == LEAKY_RELU:
+        return x if x > 0 else <float>(p[0] * v)
+    elif act == RESTRICT_RANGE:
+        return min(max(p[0], x), p[1])
+    elif act == PRELU:
+        return x if x > 0 else <float>(p[c] * v)
+    elif act == ELU:
+        return x if x >= 0 else <float>(p[0] * expm1(v))
+    elif act == HSWISH:
+        return <float>(max(min(v, <double>p[0]) + p[0], 0.0) * p[1] * v)
+    elif act == MISH:
+        return x if x > p[0] else <float>(v * tanh(log1p(exp(v))))
+    elif act == HARD_SIGMOID:
+        return <float>max(0.0, min(v * p[0] + p[1], 1.0))
+    elif act == SWISH:
+        return <float>(v / (1.0 + exp(-p[0] * v)))
+    elif act == GELU:
+        return <float>(v * (1.0 + erf(v * 0.7071067811865476)) * 0.5)
+    return x
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels
+
+
+cdef struct Plan:
+    Py_ssize_t batch, src_c, src_h, src_w, dst_c, dst_h, dst_w, group, cg_in, cg_out
+    Py_ssize_t sy, sx, pt, pl
+    Py_ssize_t hp, wp, ply, plx, cgp, cpt, a_img   # the padded source image
+    Py_ssize_t kpairs, nblocks, nrows, ntasks
+    bint nhwc, dst_bf16, soft
+    int act
+    const float* bias
+    const float* params
+    const uint16_t* weights     # PhaseGemm: packed BF16 weights
+    const float* wdw            # Depthwise: FP32 weights by (channel, tap) or (tap, channel)
+    const int64_t* wofs         # PhaseGemm: [group][phase][block] offsets into weights
+    const int64_t* ph_ntaps     # [phase]
+    const int64_t* ph_tap0      # [phase]: first tap in toffs / tap index tables
+    const int64_t* toffs        # tap offsets in the padded source (elements)
+    const int64_t* row_ry       # [nrows]: phase row of each task row
+    const int64_t* row_j
+    const int64_t* col_i0       # [sx]: first phase column
+    const int64_t* col_n        # [sx]: phase columns
+
+
+cdef inline void _store(const float* acc, Py_ssize_t mstride, Py_ssize_t M, Py_ssize_t N, Py_ssize_t c0,
+                        const Plan* p, void* dst, Py_ssize_t off, Py_ssize_t mstep, Py_ssize_t nstep) noexcept nogil:
+    """dst[off + m·mstep + n·nstep] = act(acc[m·mstride + n] + bias[c0 + n]) for m < M, n < N."""
+    cdef Py_ssize_t m, n
+    cdef float v
+    cdef float* d32 = <float*>dst
+    cdef uint16_t* d16 = <uint16_t*>dst
+    cdef const float* bias = p.bias + c0
+    cdef int act = p.act
+    if nstep == 1:
+        for m in range(M):
+            if act == IDENTITY:
+                if p.dst_bf16:
+                    for n in range(N):
+                        d16[off + m * mstep + n] = float32_to_bf16(acc[m * mstride + n] + bias[n])
+                else:
+                    for n in range(N):
+                        d32[off + m * mstep + n] = acc[m * mstride + n] + bias[n]
+            else:
+                for n in range(N):
+                    v = _activate(acc[m * mstride + n] + bias[n], act, p.params, c0 + n)
+                    if p.dst_bf16:
+                        d16[off + m * mstep + n] = float32_to_bf16(v)
+                    else:
+                        d32[off + m * mstep + n] = v
+    else:
+        for n in range(N):
+            for m in range(M):
+                v = _activate(acc[m * mstride + n] + bias[n], act, p.params, c0 + n)
+                if p.dst_bf16:
+                    d16[off + n * nstep + m * mstep] = float32_to_bf16(v)
+                else:
+                    d32[off + n * nstep + m * mstep] = v
+
+
+cdef inline uint16_t _bf16_of(src_t value) noexcept nogil:
+    if src_t is float:
+        return float32_to_bf16(value)
+    else:
+        return value
+
+
+cdef void _pad_source(const src_t* src, uint16_t* a, const Plan* p, int threads) noexcept nogil:
+    """a[n, yp, xp, g, c] = bf16(src[n, g·cg_in + c, yp − ply, xp − plx]), zero outside (and in the pad channel)."""
+    cdef Py_ssize_t rows = p.batch * p.hp, r, n, y, x, c, g, ci, xp
+    cdef Py_ssize_t row_len = p.wp * p.cpt
+    cdef uint16_t* d
+    cdef const src_t* s
+    for r in prange(rows, schedule="static", num_threads=threads, use_threads_if=rows * row_len >= PARALLEL_MIN):
+        n = r // p.hp
+        y = r % p.hp - p.ply
+        d = a + r * row_len
+        if y < 0 or y >= p.src_h or p.cgp != p.cg_in or p.plx or p.wp != p.src_w + p.plx:
+            memset(d, 0, row_len * 2)
+        if y < 0 or y >= p.src_h:
+            continue
+        d = d + p.plx * p.cpt
+        if p.nhwc:
+            s = src + (n * p.src_h + y) * p.src_w * p.src_c
+            if p.cgp == p.cg_in:
+                for x in range(p.src_w * p.src_c):
+                    d[x] = _bf16_of(s[x])
+            else:
+                for x in range(p.src_w):
+                    for g in range(p.group):
+                        for ci in range(p.cg_in):
+                            d[x * p.cpt + g * p.cgp + ci] = _bf16_of(s[x * p.src_c + g * p.cg_in + ci])
+        else:
+            for c in range(p.src_c):
+                g = c // p.cg_in
+                ci = g * p.cgp + c % p.cg_in
+                s = src + ((n * p.src_c + c) * p.src_h + y) * p.src_w
+                for x in range(p.src_w):
+                    d[x * p.cpt + ci] = _bf16_of(s[x])
+
+
+cdef void _gemm_task(const uint16_t* a, void* dst, const Plan* p, Py_ssize_t task) noexcept nogil:
+    """One task: an output phase row of one image and group, one block of <= 64 output channels."""
+    cdef Py_ssize_t t = task, ob, r, g, n, ry, rx, j, i, i0, ni, M, nv, nvalid, mmax, phase, oc0, oy
+    cdef Py_ssize_t off, mstep, nstep
+    cdef float tile[MMAX * TILE_N]
+    cdef const uint16_t* at
+    cdef const uint16_t* bw
+    ob = t % p.nblocks
+    t = t // p.nblocks
+    r = t % p.nrows
+    t = t // p.nrows
+    g = t % p.group
+    n = t // p.group
+    ry = p.row_ry[r]
+    j = p.row_j[r]
+    oy = ry - p.pt + p.sy * j
+    nvalid = min(<Py_ssize_t>TILE_N, p.cg_out - ob * TILE_N)
+    nv = (nvalid + 15) // 16
+    mmax = synet_dc_mmax(<int>nv)
+    oc0 = g * p.cg_out + ob * TILE_N
+    for rx in range(p.sx):
+        phase = ry * p.sx + rx
+        i0 = p.col_i0[rx]
+        ni = p.col_n[rx]
+        bw = p.weights + p.wofs[(g * p.sy * p.sx + phase) * p.nblocks + ob]
+        i = 0
+        while i < ni:
+            M = min(mmax, ni - i)
+            at = a + n * p.a_img + ((j + p.ply) * p.wp + (i0 + i + p.plx)) * p.cpt + g * p.cgp
+            synet_dc_tile(at, p.toffs + p.ph_tap0[phase], p.ph_ntaps[phase], p.kpairs, p.cpt, bw,
+                          tile, <int>M, <int>nv, p.soft)
+            if p.nhwc:
+                off = ((n * p.dst_h + oy) * p.dst_w + rx - p.pl + p.sx * (i0 + i)) * p.dst_c + oc0
+                mstep = p.sx * p.dst_c
+                nstep = 1
+            else:
+                off = ((n * p.dst_c + oc0) * p.dst_h + oy) * p.dst_w + rx - p.pl + p.sx * (i0 + i)
+                mstep = p.sx
+                nstep = p.dst_h * p.dst_w
+            _store(tile, TILE_N, M, nvalid, oc0, p, dst, off, mstep, nstep)
+            i = i + M
+
+
+cdef void _phase_gemm(const uint16_t* a, void* dst, const Plan* p, int threads) noexcept nogil:
+    """All output tiles; each output element is summed by one task, in a fixed order."""
+    cdef Py_ssize_t task
+    cdef Py_ssize_t work = p.batch * p.dst_h * p.dst_w * p.dst_c * p.cg_in
+    for task in prange(p.ntasks, schedule="static", num_threads=threads, use_threads_if=work >= PARALLEL_MIN):
+        _gemm_task(a, dst, p, task)
+
+
+cdef void _pad_source_f32(const src_t* src, float* a, const Plan* p, int threads) noexcept nogil:
+    """Depthwise: BF16-rounded FP32 copy of src, zero-padded; [n, c, yp, xp] (NCHW) or [n, yp, xp, c] (NHWC)."""
+    cdef Py_ssize_t rows, r, n, c, y, x, row_len
+    cdef float* d
+    cdef const src_t* s
+    if p.nhwc:
+        rows = p.batch * p.hp
+        row_len = p.wp * p.src_c
+    else:
+        rows = p.batch * p.src_c * p.hp
+        row_len = p.wp
+    for r in prange(rows, schedule="static", num_threads=threads, use_threads_if=rows * row_len >= PARALLEL_MIN):
+        y = r % p.hp - p.ply
+        d = a + r * row_len
+        if y < 0 or y >= p.src_h or p.plx or p.wp != p.src_w:
+            memset(d, 0, row_len * 4)
+        if y < 0 or y >= p.src_h:
+            continue
+        if p.nhwc:
+            n = r // p.hp
+            d = d + p.plx * p.src_c
+            s = src + (n * p.src_h + y) * p.src_w * p.src_c
+            for x in range(p.src_w * p.src_c):
+                d[x] = bf16_to_float32(_bf16_of(s[x]))
+        else:
+            d = d + p.plx
+            s = src + ((r // p.hp) * p.src_h + y) * p.src_w
+            for x in range(p.src_w):
+                d[x] = bf16_to_float32(_bf16_of(s[x]))
+
+
+cdef void _depthwise_task(const float* a, void* dst, const Plan* p, Py_ssize_t task) noexcept nogil:
+    """One output phase row of one image (NHWC) or of one image channel (NCHW)."""
+    cdef Py_ssize_t t = task, r, c, n, ry, rx, j, i, i0, ni, len_, phase, oy, off, c0, cn
+    cdef float acc[DW_CHUNK]
+    cdef const float* s
+    r = t % p.nrows
+    t = t // p.nrows
+    ry = p.row_ry[r]
+    j = p.row_j[r]
+    oy = ry - p.pt + p.sy * j
+    if p.nhwc:
+        n = t
+        for rx in range(p.sx):
+            phase = ry * p.sx + rx
+            i0 = p.col_i0[rx]
+            ni = p.col_n[rx]
+            for i in range(ni):
+                s = a + ((n * p.hp + j + p.ply) * p.wp + i0 + i + p.plx) * p.src_c
+                off = ((n * p.dst_h + oy) * p.dst_w + rx - p.pl + p.sx * (i0 + i)) * p.dst_c
+                c0 = 0
+                while c0 < p.src_c:
+                    cn = min(<Py_ssize_t>DW_CHUNK, p.src_c - c0)
+                    synet_dc_dw_pixel(s + c0, p.toffs + p.ph_tap0[phase], p.wdw + p.ph_tap0[phase] * p.src_c + c0,
+                                      p.ph_ntaps[phase], cn, p.src_c, acc)
+                    _store(acc, 0, 1, cn, c0, p, dst, off + c0, 0, 1)
+                    c0 = c0 + cn
+    else:
+        c = t % p.src_c
+        n = t // p.src_c
+        for rx in range(p.sx):
+            phase = ry * p.sx + rx
+            i0 = p.col_i0[rx]
+            ni = p.col_n[rx]
+            i = 0
+            while i < ni:
+                len_ = min(<Py_ssize_t>DW_CHUNK, ni - i)
+                s = a + ((n * p.src_c + c) * p.hp + j + p.ply) * p.wp + i0 + i + p.plx
+                synet_dc_dw_row(s, p.toffs + p.ph_tap0[phase], p.wdw + c * p.kpairs + p.ph_tap0[phase],
+                                p.ph_ntaps[phase], len_, acc)
+                off = ((n * p.dst_c + c) * p.dst_h + oy) * p.dst_w + rx - p.pl + p.sx * (i0 + i)
+                _store(acc, 1, len_, 1, c, p, dst, off, p.sx, 0)
+                i = i + len_
+
+
+cdef void _depthwise(const float* a, void* dst, const Plan* p, int threads) noexcept nogil:
+    cdef Py_ssize_t ntasks = p.batch * p.nrows * (1 if p.nhwc else p.src_c)
+    cdef Py_ssize_t task
+    cdef Py_ssize_t work = p.batch * p.dst_h * p.dst_w * p.dst_c * p.kpairs
+    for task in prange(ntasks, schedule="static", num_threads=threads, use_threads_if=work >= PARALLEL_MIN):
+        _depthwise_task(a, dst, p, task)
+
+
+cdef void _run_gemm(const src_t* src, uint16_t* abuf, void* dst, Plan* p, bint direct, int threads) noexcept nogil:
+    if direct:
+        _phase_gemm(<const uint16_t*>src, dst, p, threads)
+    else:
+        _pad_source(src, abuf, p, threads)
+        _phase_gemm(abuf, dst, p, threads)
+
+
+cdef void _run_depthwise(const src_t* src, float* abuf, void* dst, Plan* p, int threads) noexcept nogil:
+    _pad_source_f32(src, abuf, p, threads)
+    _depthwise(abuf, dst, p, threads)
+
+
+# ---------------------------------------------------------------------------------------------
+# Geometry (Python-land, once per init)
+
+
+def _axis_phases(Py_ssize_t stride, Py_ssize_t dilation, Py_ssize_t kernel, Py_ssize_t pad_begin,
+                 Py_ssize_t src, Py_ssize_t dst):
+    """Per phase r < stride: taps [(k, input offset)], first index j0 and count of its outputs.
+
+    Output o = r − pad_begin + stride·j takes tap k when (r − k·dilation) % stride == 0, from
+    input i = j + (r − k·dilation) // stride. Also the zero padding (low, high) that keeps every
+    tap of every output in range.
+    """
+    phases = []
+    low = high = 0
+    for r in range(stride):
+        taps = [(k, (r - k * dilation) // stride) for k in range(kernel) if (r - k * dilation) % stride == 0]
+        j0 = -((r - pad_begin) // stride)            # ceil((pad_begin - r) / stride)
+        j1 = -((r - pad_begin - dst) // stride)      # ceil((dst + pad_begin - r) / stride)
+        count = max(0, j1 - j0)
+        phases.append((taps, j0, count))
+        if taps and count:
+            offsets = [o for _, o in taps]
+            low = max(low, -(j0 + min(offsets)))
+            high = max(high, j0 + count - 1 + max(offsets) - (src - 1))
+    return phases, low, high
+
+
+def _params_array(act, params, Py_ssize_t dst_c):
+    """FP32 activation parameters, at least max(dst_c, 2) long, defaults filled in."""
+    out = np.zeros(max(dst_c, 2), np.float32)
+    if act == Activation.PRELU:
+        if params is None:
+            raise ValueError(f"params: PRELU needs {dst_c} slopes (one per output channel), got None")
+        values = np.asarray(params, dtype=np.float32).reshape(-1)
+        if values.size < dst_c:
+            raise ValueError(f"params: PRELU needs {dst_c} slopes (one per output channel), got {values.size}")
+        out[:dst_c] = values[:dst_c]
+        return out
+    defaults = _ACTIVATION_DEFAULTS[act]
+    if params is None:
+        out[:len(defaults)] = defaults
+        return out
+    values = np.asarray(params, dtype=np.float32).reshape(-1)
+    if values.size < len(defaults):
+        raise ValueError(f"params: {act.name} needs {len(defaults)} value(s) {defaults} "
+                         f"(the defaults), got {values.size}")
+    n = min(values.size, out.size)
+    out[:n] = values[:n]
+    return out
+
+
+def _bf16_bits(array):
+    """BF16 bits (nearest-even) of a float array."""
+    from ._kernels import float32_to_bfloat16
+    return float32_to_bfloat16(np.ascontiguousarray(array, np.float32)).view(np.uint16)
+
+
+def _round_f32(array):
+    from ._kernels import round_to_bfloat16
+    return round_to_bfloat16(np.ascontiguousarray(array, np.float32))
+
+
+_FLOAT32 = np.dtype(np.float32)
+
+
+@cython.final
+cdef class Deconvolution16b:
+    """Context of a BF16/FP32 transposed convolution (Simd's SynetDeconvolution16b).
+
+    ``dst = act(bias + conv_transpose(bf16(src), bf16(weight)))`` with FP32 accumulation.
+    Layouts: NCHW src [N, srcC, H, W] with weight [srcC, dstC/group, kY, kX] (PyTorch's
+    ConvTranspose2d); NHWC src [N, H, W, srcC] with weight [srcC, kY, kX, dstC/group].
+
+    Examples
+    --------
+    >>> conv = ConvParams.deconvolution(4, 3, 3, 4, kernel=2, stride=2, format="NHWC")
+    >>> d = Deconvolution16b()
+    >>> d.init(1, conv)
+    >>> d.set_params(np.ones(2 * 2 * 4 * 4, np.float32))
+    >>> d.forward(np.ones((1, 3, 3, 4), np.float32)).shape
+    (1, 6, 6, 4)
+    """
+
+    cdef object _conv
+    cdef tuple _key
+    cdef Py_ssize_t _batch
+    cdef int _impl
+    cdef bint _soft, _direct, _ready
+    cdef object _compat
+    cdef Plan _plan
+    cdef object _keep           # arrays the plan points into
+    cdef object _weights, _bias, _params, _wofs
+    cdef object _src_dtypes, _dst_dtypes, _dst_dtype, _src_shape, _dst_shape
+    cdef Py_ssize_t _src_size, _dst_size, _buf_size
+    cdef object _lock
+    cdef object _tap_k
+
+    def __cinit__(self):
+        self._key = None
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def __init__(self, batch=None, conv=None, compatibility=0):
+        if batch is not None or conv is not None:
+            self.init(batch, conv, compatibility)
+
+    # -- init ----------------------------------------------------------------------------------
+
+    def init(self, batch, conv, compatibility=0):
+        """(Re)initialise for `batch` images of geometry `conv` (a ConvParams).
+
+        Identical arguments keep the context (and its weights); others rebuild it.
+        ``Compatibility.BF16_SOFT`` picks the portable FP32 micro-kernel (same summation order).
+        Raises ValueError for an unsupported or inconsistent geometry.
+        """
+        if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)):
+            raise TypeError(f"batch: expected an int, got {type(batch).__name__}")
+        if batch < 1:
+            raise ValueError(f"batch: expected an int >= 1, got {batch}")
+        if not isinstance(conv, ConvParams):
+            raise TypeError(f"conv: expected a synet.ConvParams, got {type(conv).__name__}")
+        compat = as_compatibility(compatibility)
+        c = self._validate(conv)
+        key = (int(batch), c, int(compat))
+        with self._lock:
+            if key == self._key:
+                return
+            self._clear()
+            self._build(int(batch), c, compat)
+            self._key = key
+
+    @staticmethod
+    def _validate(conv):
+        """A normalised copy of conv, or ValueError naming what was expected."""
+        values = {}
+        for f in ("src_c", "src_h", "src_w", "dst_c", "dst_h", "dst_w", "kernel_y", "kernel_x", "dilation_y",
+                  "dilation_x", "stride_y", "stride_x", "group"):
+            v = getattr(conv, f)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise TypeError(f"conv.{f}: expected an int, got {type(v).__name__}")
+            if v < 1:
+                raise ValueError(f"conv.{f}: expected an int >= 1, got {v}")
+            values[f] = int(v)
+        for f in ("pad_y", "pad_x", "pad_h", "pad_w"):
+            v = getattr(conv, f)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise TypeError(f"conv.{f}: expected an int, got {type(v).__name__}")
+            values[f] = int(v)
+        if values["pad_y"] < 0 or values["pad_x"] < 0:
+            raise ValueError(f"conv.pad_y, conv.pad_x: expected pads >= 0, got {values['pad_y']}, {values['pad_x']}")
+        for f in ("pad_h", "pad_w"):  # a negative end pad is PyTorch's output_padding
+            s = values["stride_y" if f == "pad_h" else "stride_x"]
+            d = values["dilation_y" if f == "pad_h" else "dilation_x"]
+            if values[f] <= -max(s, d):
+                raise ValueError(f"conv.{f}: expected a pad > -max(stride, dilation) = {-max(s, d)}, got {values[f]}")
+        src_type = as_data_type(conv.src_type, "conv.src_type")
+        dst_type = as_data_type(conv.dst_type, "conv.dst_type")
+        for name, t in (("conv.src_type", src_type), ("conv.dst_type", dst_type)):
+            if t not in (DataType.FLOAT32, DataType.BFLOAT16):
+                raise ValueError(f"{name}: expected FLOAT32 or BFLOAT16, got {t.name}")
+        src_format = as_format(conv.src_format, "conv.src_format")
+        dst_format = as_format(conv.dst_format, "conv.dst_format")
+        if src_format != dst_format:
+            raise ValueError(f"conv.dst_format: expected the src_format {src_format.name}, got {dst_format.name}")
+        activation = as_activation(conv.activation, "conv.activation")
+        g = values["group"]
+        if values["src_c"] % g or values["dst_c"] % g:
+            raise ValueError(f"conv.group: expected a divisor of src_c {values['src_c']} and dst_c "
+                             f"{values['dst_c']}, got {g}")
+        for axis, src, dst, k, s, d, p0, p1 in (
+                ("h", "src_h", "dst_h", "kernel_y", "stride_y", "dilation_y", "pad_y", "pad_h"),
+                ("w", "src_w", "dst_w", "kernel_x", "stride_x", "dilation_x", "pad_x", "pad_w")):
+            expected = deconvolution_size(values[src], values[k], values[s], values[d], values[p0], values[p1])
+            if expected <= 0:
+                raise ValueError(f"conv.dst_{axis}: the geometry gives a dst size {expected}; expected >= 1")
+            if values[dst] != expected:
+                raise ValueError(f"conv.dst_{axis}: expected {expected} = {s}·({src} − 1) + {d}·({k} − 1) + 1 − "
+                                 f"{p0} − {p1}, got {values[dst]}")
+        return ConvParams(values["src_c"], values["src_h"], values["src_w"], src_type, src_format,
+                          values["dst_c"], values["dst_h"], values["dst_w"], dst_type, dst_format,
+                          values["kernel_y"], values["kernel_x"], values["dilation_y"], values["dilation_x"],
+                          values["stride_y"], values["stride_x"], values["pad_y"], values["pad_x"],
+                          values["pad_h"], values["pad_w"], g, activation)
+
+    def _build(self, Py_ssize_t batch, conv, compat):
+        cdef Plan* p = &self._plan
+        nhwc = conv.src_format == TensorFormat.NHWC
+        g = conv.group
+        cg_in, cg_out = conv.src_c // g, conv.dst_c // g
+        depthwise = cg_in == 1 and cg_out == 1
+        phases_y, ply, phy = _axis_phases(conv.stride_y, conv.dilation_y, conv.kernel_y, conv.pad_y,
+                                          conv.src_h, conv.dst_h)
+        phases_x, plx, phx = _axis_phases(conv.stride_x, conv.dilation_x, conv.kernel_x, conv.pad_x,
+                                          conv.src_w, conv.dst_w)
+        hp, wp = conv.src_h + ply + phy, conv.src_w + plx + phx
+        src_bf16 = conv.src_type == DataType.BFLOAT16
+        if depthwise:
+            self._impl = IMPL_DEPTHWISE
+            cgp = 1
+            cpt = conv.src_c if nhwc else 1
+            pix = conv.src_c if nhwc else 1     # elements between neighbouring pixels
+            row = wp * pix
+            self._direct = False
+            self._buf_size = batch * conv.src_c * hp * wp * 4 + 64
+        else:
+            self._impl = IMPL_GEMM
+            cgp = cg_in + (cg_in & 1)
+            cpt = g * cgp
+            self._direct = bool(nhwc and src_bf16 and cgp == cg_in and ply == plx == phy == phx == 0)
+            pix = cpt
+            row = wp * cpt
+            self._buf_size = 0 if self._direct else batch * hp * wp * cpt * 2 + 64
+        # tap tables: per phase (ry, rx), taps ky-major with their source offsets
+        ntaps, tap0, toffs, tap_k = [], [], [], []
+        for ry, (taps_y, _, _) in enumerate(phases_y):
+            for rx, (taps_x, _, _) in enumerate(phases_x):
+                tap0.append(len(toffs))
+                ntaps.append(len(taps_y) * len(taps_x))
+                for ky, oy in taps_y:
+                    for kx, ox in taps_x:
+                        toffs.append(oy * row + ox * pix)
+                        tap_k.append((ky, kx))
+        rows = [(ry, j0 + j) for ry, (_, j0, count) in enumerate(phases_y) for j in range(count)]
+        row_ry = np.array([r[0] for r in rows], np.int64)
+        row_j = np.array([r[1] for r in rows], np.int64)
+        col_i0 = np.array([ph[1] for ph in phases_x], np.int64)
+        col_n = np.array([ph[2] for ph in phases_x], np.int64)
+        ntaps = np.array(ntaps, np.int64)
+        tap0 = np.array(tap0 + [len(toffs)], np.int64)
+        toffs = np.array(toffs + [0], np.int64)
+        self._keep = (row_ry, row_j, col_i0, col_n, ntaps, tap0, toffs)
+        self._tap_k = tap_k
+        self._conv = conv
+        self._batch = batch
+        self._compat = compat
+        self._soft = bool(compat & Compatibility.BF16_SOFT) or not HARDWARE_BF16
+        self._src_dtypes = (BFLOAT16, UINT16) if src_bf16 else (_FLOAT32,)
+        self._dst_dtypes = (BFLOAT16, UINT16) if conv.dst_type == DataType.BFLOAT16 else (_FLOAT32,)
+        self._dst_dtype = self._dst_dtypes[0]
+        if nhwc:
+            self._src_shape = (batch, conv.src_h, conv.src_w, conv.src_c)
+            self._dst_shape = (batch, conv.dst_h, conv.dst_w, conv.dst_c)
+        else:
+            self._src_shape = (batch, conv.src_c, conv.src_h, conv.src_w)
+            self._dst_shape = (batch, conv.dst_c, conv.dst_h, conv.dst_w)
+        self._src_size = batch * conv.src_c * conv.src_h * conv.src_w
+        self._dst_size = batch * conv.dst_c * conv.dst_h * conv.dst_w
+        nblocks = (cg_out + TILE_N - 1) // TILE_N
+        p.batch, p.src_c, p.src_h, p.src_w = batch, conv.src_c, conv.src_h, conv.src_w
+        p.dst_c, p.dst_h, p.dst_w = conv.dst_c, conv.dst_h, conv.dst_w
+        p.group, p.cg_in, p.cg_out = g, cg_in, cg_out
+        p.sy, p.sx, p.pt, p.pl = conv.stride_y, conv.stride_x, conv.pad_y, conv.pad_x
+        p.hp, p.wp, p.ply, p.plx, p.cgp, p.cpt = hp, wp, ply, plx, cgp, cpt
+        p.a_img = hp * wp * (conv.src_c if depthwise else cpt)
+        p.kpairs = len(tap_k) if depthwise else cgp // 2   # depthwise: taps per channel
+        p.nblocks = nblocks
+        p.nrows = len(rows)
+        p.ntasks = batch * g * len(rows) * nblocks
+        p.nhwc = nhwc
+        p.dst_bf16 = conv.dst_type == DataType.BFLOAT16
+        p.soft = self._soft
+        p.act = int(conv.activation)
+        cdef const int64_t[::1] v
+        v = row_ry; p.row_ry = &v[0] if v.shape[0] else NULL
+        v = row_j; p.row_j = &v[0] if v.shape[0] else NULL
+        v = col_i0; p.col_i0 = &v[0]
+        v = col_n; p.col_n = &v[0]
+        v = ntaps; p.ph_ntaps = &v[0]
+        v = tap0; p.ph_tap0 = &v[0]
+        v = toffs; p.toffs = &v[0]
+
+    def enable(self):
+        """True when `init` has built the context."""
+        return self._key is not None
+
+    def external_buffer_size(self):
+        """Bytes of scratch `forward` needs in `buf` (the padded BF16 / FP32 source); 0 if none."""
+        self._require_init()
+        return int(self._buf_size)
+
+    def internal_buffer_size(self):
+        """Bytes held by the context: packed weights, bias, activation parameters, tables."""
+        if self._key is None:
+            return 0
+        total = sum(a.nbytes for a in self._keep)
+        for a in (self._weights, self._bias, self._params, self._wofs):
+            if a is not None:
+                total += a.nbytes
+        return int(total)
+
+    def info(self):
+        """The implementation chosen by `init`, e.g. ``"Cython::PhaseGemm avx512bf16"``."""
+        self._require_init()
+        if self._impl == IMPL_DEPTHWISE:
+            return "Cython::Depthwise fp32"
+        kernel = "portable" if self._soft else "avx512bf16"
+        return f"Cython::PhaseGemm {kernel}" + (" direct" if self._direct else "")
+
+    cdef _require_init(self):
+        if self._key is None:
+            raise RuntimeError("Deconvolution16b: call init() before using the context")
+
+    # -- set_params ----------------------------------------------------------------------------
+
+    def set_params(self, weight, bias=None, params=None):
+        """Weights (rounded to BF16 and packed once), bias (dstC, zeros when None), activation params.
+
+        weight: srcC·kY·kX·dstC/group floats, NCHW [srcC, dstC/group, kY, kX] or NHWC
+        [srcC, kY, kX, dstC/group]. params: at least the values the activation uses
+        (dstC slopes for PRELU); None takes SPEC §2's defaults.
+        """
+        self._require_init()
+        conv = self._conv
+        cdef Plan* p = &self._plan
+        g, cg_in, cg_out = conv.group, p.cg_in, p.cg_out
+        ky, kx = conv.kernel_y, conv.kernel_x
+        n_weight = conv.src_c * ky * kx * cg_out
+        w = np.asarray(weight)
+        if w.dtype.kind not in "fiu" and w.dtype != BFLOAT16:
+            raise ValueError(f"weight: expected real numbers, got dtype {w.dtype}")
+        if w.size != n_weight:
+            layout = "[srcC, kY, kX, dstC/group]" if p.nhwc else "[srcC, dstC/group, kY, kX]"
+            raise ValueError(f"weight: expected {n_weight} elements ({layout} = {conv.src_c}·{ky}·{kx}·{cg_out}), "
+                             f"got {w.size}")
+        if bias is None:
+            b = np.zeros(conv.dst_c, np.float32)
+        else:
+            b = np.ascontiguousarray(np.asarray(bias), np.float32).reshape(-1)
+            if b.size != conv.dst_c:
+                raise ValueError(f"bias: expected {conv.dst_c} elements (dstC), got {b.size}")
+            b = b.copy()
+        prm = _params_array(conv.activation, params, conv.dst_c)
+        w = np.asarray(w, np.float32)
+        if p.nhwc:
+            canon = w.reshape(g, cg_in, ky, kx, cg_out)
+        else:
+            canon = w.reshape(g, cg_in, cg_out, ky, kx).transpose(0, 1, 3, 4, 2)
+        tap_k = self._tap_k
+        sy, sx = conv.stride_y, conv.stride_x
+        ntaps_all = np.asarray(self._keep[4])
+        if self._impl == IMPL_DEPTHWISE:
+            r = _round_f32(canon.reshape(conv.src_c, ky, kx))   # [c, ky, kx]
+            kyi = np.array([k[0] for k in tap_k], np.intp)
+            kxi = np.array([k[1] for k in tap_k], np.intp)
+            by_tap = r[:, kyi, kxi] if len(tap_k) else np.zeros((conv.src_c, 0), np.float32)
+            packed = np.ascontiguousarray(by_tap.T if p.nhwc else by_tap, np.float32).reshape(-1)
+            if packed.size == 0:
+                packed = np.zeros(1, np.float32)
+            wofs = np.zeros(1, np.int64)
+        else:
+            bits = _bf16_bits(canon)   # [g, cg_in, ky, kx, cg_out]
+            cgp = p.cgp
+            nblocks = p.nblocks
+            if cgp != cg_in:
+                bits = np.concatenate([bits, np.zeros((g, 1, ky, kx, cg_out), np.uint16)], axis=1)
+            pieces = []
+            wofs = np.zeros(g * sy * sx * nblocks, np.int64)
+            offset = 0
+            tap0 = np.asarray(self._keep[5])
+            for gi in range(g):
+                for phase in range(sy * sx):
+                    taps = tap_k[tap0[phase]:tap0[phase] + ntaps_all[phase]]
+                    if taps:
+                        sel = np.stack([bits[gi, :, a, b_, :] for a, b_ in taps])   # [T, cgp, cg_out]
+                    else:
+                        sel = np.zeros((0, cgp, cg_out), np.uint16)
+                    sel = sel.reshape(len(taps), cgp // 2, 2, cg_out)
+                    for ob in range(nblocks):
+                        lo = ob * TILE_N
+                        hi = min(cg_out, lo + TILE_N)
+                        lanes = ((hi - lo + 15) // 16) * 16
+                        blk = np.zeros((len(taps), cgp // 2, lanes, 2), np.uint16)
+                        blk[:, :, :hi - lo, :] = sel[:, :, :, lo:hi].transpose(0, 1, 3, 2)
+                        wofs[(gi * sy * sx + phase) * nblocks + ob] = offset
+                        pieces.append(blk.reshape(-1))
+                        offset += blk.size
+            packed = np.concatenate(pieces + [np.zeros(64, np.uint16)])
+        with self._lock:
+            self._weights, self._bias, self._params, self._wofs = packed, b, prm, wofs
+            self._ready = True
+
+    # -- forward -------------------------------------------------------------------------------
+
+    def forward(self, src, buf=None, dst=None, *, n_threads=None):
+        """Run the deconvolution; returns dst (allocated in the layout's shape when None).
+
+        src: C-contiguous, the context's type (FLOAT32, or BFLOAT16 as ml_dtypes.bfloat16 / uint16
+        bits), batch·srcC·srcH·srcW elements. buf: uint8 scratch of >= external_buffer_size() bytes,
+        or None. dst: C-contiguous, dst type, batch·dstC·dstH·dstW elements.
+        """
+        self._require_init()
+        if not self._ready:
+            raise RuntimeError("Deconvolution16b.forward: call set_params() before forward()")
+        cdef int threads = resolve_num_threads(n_threads)
+        cdef Plan plan = self._plan        # a private copy: concurrent calls share nothing mutable
+        weights, bias, prm, wofs = self._weights, self._bias, self._params, self._wofs
+        src = check_buffer(src, "src", self._src_dtypes, self._src_size)
+        if dst is None:
+            dst = np.empty(self._dst_shape, self._dst_dtype)
+        else:
+            dst = check_buffer(dst, "dst", self._dst_dtypes, self._dst_size, writeable=True)
+            if np.may_share_memory(dst, src):
+                raise ValueError("dst: must not overlap src")
+        if self._buf_size:
+            if buf is None:
+                buf = np.empty(self._buf_size, np.uint8)
+            else:
+                buf = require_array(buf, "buf")
+                if buf.dtype != np.uint8:
+                    raise ValueError(f"buf: expected dtype uint8, got {buf.dtype}")
+                if not buf.flags.c_contiguous or not buf.flags.writeable:
+                    raise ValueError("buf: expected a writeable C-contiguous array")
+                if buf.size < self._buf_size:
+                    raise ValueError(f"buf: expected >= {self._buf_size} bytes (external_buffer_size()), "
+                                     f"got {buf.size}")
+                if np.may_share_memory(buf, dst) or np.may_share_memory(buf, src):
+                    raise ValueError("buf: must not overlap src or dst")
+        elif buf is not None:
+            buf = require_array(buf, "buf")
+            if buf.dtype != np.uint8:
+                raise ValueError(f"buf: expected dtype uint8, got {buf.dtype}")
+        cdef const float[::1] vb = bias
+        cdef const float[::1] vp = prm
+        cdef const int64_t[::1] vo = wofs
+        cdef const uint16_t[::1] vw16
+        cdef const float[::1] vw32
+        cdef uint8_t[::1] vbuf
+        cdef char* abuf = NULL
+        plan.bias = &vb[0]
+        plan.params = &vp[0]
+        plan.wofs = &vo[0]
+        if self._impl == IMPL_DEPTHWISE:
+            vw32 = weights
+            plan.wdw = &vw32[0]
+        else:
+            vw16 = weights
+            plan.weights = &vw16[0]
+        if self._buf_size:
+            vbuf = buf.reshape(-1)
+            abuf = <char*>&vbuf[0]
+            abuf = abuf + ((64 - (<size_t>abuf) % 64) % 64)
+        cdef const float[::1] s32
+        cdef const uint16_t[::1] s16
+        cdef void* d = _data_ptr(dst)
+        cdef bint src_f32 = src.dtype == _FLOAT32
+        cdef bint direct = self._direct
+        cdef int impl = self._impl
+        if src_f32:
+            s32 = src.reshape(-1)
+            with nogil:
+                if impl == IMPL_GEMM:
+                    _run_gemm(&s32[0], <uint16_t*>abuf, d, &plan, False, threads)
+                else:
+                    _run_depthwise(&s32[0], <float*>abuf, d, &plan, threads)
+        else:
+            s16 = src.reshape(-1).view(np.uint16)
+            with nogil:
+                if impl == IMPL_GEMM:
+                    _run_gemm(&s16[0], <uint16_t*>abuf, d, &plan, direct, threads)
+                else:
+                    _run_depthwise(&s16[0], <float*>abuf, d, &plan, threads)
+        return dst
+
+    def clear(self):
+        """Release the context: geometry, packed weights, bias and parameters."""
+        with self._lock:
+            self._clear()
+
+    cdef _clear(self):
+        self._key = None
+        self._ready = False
+        self._conv = None
+        self._weights = self._bias = self._params = self._wofs = None
+        self._keep = ()
+        self._tap_k = None
+        self._buf_size = 0
+        memset(&self._plan, 0, sizeof(Plan))
+
+    @property
+    def conv(self):
+        """The (normalised) ConvParams given to `init`, or None."""
+        return self._conv
+
+
+cdef void* _data_ptr(array):
+    cdef uint8_t[::1] v = array.reshape(-1).view(np.uint8)
+    return <void*>&v[0]
