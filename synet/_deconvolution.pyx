@@ -24,6 +24,7 @@ from libc.math cimport exp, expm1, erf, log1p, tanh
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t
 from libc.string cimport memset
 
+import dataclasses
 import threading
 
 import numpy as np
@@ -151,6 +152,75 @@ cdef extern from * nogil:
         }
     }
 
+    /* ---- AMX (tile) BF16 kernel: Linux asks the kernel for the tile state once per process. ---- */
+    #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__linux__)
+    #include <sys/syscall.h>
+    #include <unistd.h>
+    #define SYNET_DC_AMX 1
+    typedef struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } synet_dc_tilecfg;
+
+    static int synet_dc_amx_init(void)
+    {
+        /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18); 0 when granted */
+        return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+    }
+
+    /* Tiles: C 0..3 (rows x 16 FP32), A 4, 5 (rows pixels x 32 BF16 channels), B 6, 7 (16 pairs x 16 lanes). */
+    static void synet_dc_amx_config(int rows)
+    {
+        synet_dc_tilecfg cfg;
+        memset(&cfg, 0, sizeof(cfg));
+        cfg.palette = 1;
+        for (int t = 0; t < 6; ++t) { cfg.rows[t] = (uint8_t)rows; cfg.colsb[t] = 64; }
+        for (int t = 6; t < 8; ++t) { cfg.rows[t] = 16; cfg.colsb[t] = 64; }
+        _tile_loadconfig(&cfg);
+    }
+
+    static void synet_dc_amx_release(void) { _tile_release(); }
+
+    /* One unit: pixel segment a0 (and a1 when not NULL) of the configured rows x nv*16 output
+       channels; K = taps x kblocks x 32 channels; out: [32][32] FP32, a1's rows from row 16. */
+    static void synet_dc_amx_unit(const uint16_t *a0, const uint16_t *a1, const int64_t *toff, int64_t ntaps,
+                                  int64_t kblocks, int64_t astride, const uint16_t *b, int nv, float *out)
+    {
+        const int64_t bstride = nv * 64;      /* bytes per pair row of the packed weights */
+        _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+        for (int64_t t = 0; t < ntaps; ++t) {
+            const uint16_t *p0 = a0 + toff[t];
+            const uint16_t *p1 = a1 ? a1 + toff[t] : a0;
+            for (int64_t kb = 0; kb < kblocks; ++kb, b += 16 * nv * 32) {
+                _tile_loadd(4, p0 + 32 * kb, astride);
+                _tile_loadd(6, b, bstride);
+                _tile_dpbf16ps(0, 4, 6);
+                if (nv == 2) {
+                    _tile_loadd(7, b + 32, bstride);
+                    _tile_dpbf16ps(1, 4, 7);
+                }
+                if (a1) {
+                    _tile_loadd(5, p1 + 32 * kb, astride);
+                    _tile_dpbf16ps(2, 5, 6);
+                    if (nv == 2)
+                        _tile_dpbf16ps(3, 5, 7);
+                }
+            }
+        }
+        _tile_stored(0, out, 128);
+        if (nv == 2) _tile_stored(1, out + 16, 128);
+        if (a1) {
+            _tile_stored(2, out + 16 * 32, 128);
+            if (nv == 2) _tile_stored(3, out + 16 * 32 + 16, 128);
+        }
+    }
+    #else
+    #define SYNET_DC_AMX 0
+    static int synet_dc_amx_init(void) { return 0; }
+    static void synet_dc_amx_config(int rows) { (void)rows; }
+    static void synet_dc_amx_release(void) {}
+    static void synet_dc_amx_unit(const uint16_t *a0, const uint16_t *a1, const int64_t *toff, int64_t ntaps,
+                                  int64_t kblocks, int64_t astride, const uint16_t *b, int nv, float *out)
+    { (void)a0; (void)a1; (void)toff; (void)ntaps; (void)kblocks; (void)astride; (void)b; (void)nv; (void)out; }
+    #endif
+
     /* Depthwise, one output row segment: acc[i] = sum_t w[t] * src[toff[t] + i] (in tap order). */
     static void synet_dc_dw_row(const float *src, const int64_t *toff, const float *w, int64_t ntaps,
                                 int64_t len, float *acc)
@@ -185,6 +255,11 @@ cdef extern from * nogil:
     int synet_dc_hard()
     void synet_dc_tile(const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs,
                        int64_t ps, const uint16_t *b, float *out, int M, int NV, int soft)
+    int synet_dc_amx_init()
+    void synet_dc_amx_config(int rows)
+    void synet_dc_amx_release()
+    void synet_dc_amx_unit(const uint16_t *a0, const uint16_t *a1, const int64_t *toff, int64_t ntaps,
+                           int64_t kblocks, int64_t astride, const uint16_t *b, int nv, float *out)
     void synet_dc_dw_row(const float *src, const int64_t *toff, const float *w, int64_t ntaps,
                          int64_t length, float *acc)
     void synet_dc_dw_pixel(const float *src, const int64_t *toff, const float *w, int64_t ntaps,
@@ -216,6 +291,7 @@ cdef enum Act:
     GELU = 10
 
 HARDWARE_BF16 = bool(synet_dc_hard())
+HARDWARE_AMX = bool(synet_dc_amx_init())  # asks Linux for the AMX tile state (once)
 
 # ---------------------------------------------------------------------------------------------
 # Activation (SPEC §2). Kept in one function so that it can move to a shared activations.pxd.
@@ -280,6 +356,14 @@ cdef struct Plan:
     const int64_t* row_j
     const int64_t* col_i0       # [sx]: first phase column
     const int64_t* col_n        # [sx]: phase columns
+    bint amx                    # PhaseGemm on AMX tiles: tasks are (unit of <= 2 segments, 32-channel block)
+    Py_ssize_t bw, nunits, dst_img
+    const int64_t* unit_s0      # [nunits]: first segment
+    const int64_t* unit_s1      # [nunits]: second segment (full ones only) or -1
+    const int64_t* seg_aoff     # [segments]: offset of the first pixel in the padded source image
+    const int64_t* seg_doff     # [segments]: offset of the first pixel in the dst image (channel 0)
+    const int64_t* seg_m        # [segments]: pixels (<= 16)
+    const int64_t* seg_phase    # [segments]
 
 
 cdef inline void _store(const float* acc, Py_ssize_t mstride, Py_ssize_t M, Py_ssize_t N, Py_ssize_t c0,
@@ -401,12 +485,53 @@ cdef void _gemm_task(const uint16_t* a, void* dst, const Plan* p, Py_ssize_t tas
             i = i + M
 
 
+cdef void _amx_task(const uint16_t* a, void* dst, const Plan* p, Py_ssize_t task) noexcept nogil:
+    """AMX: one unit (one or two segments of <= 16 pixels of a phase) x one block of <= 32 channels."""
+    cdef Py_ssize_t t = task, u, ob, g, n, s0, s1, M, phase, nvalid, nv, oc0, off, mstep, nstep
+    cdef float tile[32 * 32]
+    cdef const uint16_t* img
+    u = t % p.nunits
+    t = t // p.nunits
+    ob = t % p.nblocks
+    t = t // p.nblocks
+    g = t % p.group
+    n = t // p.group
+    s0 = p.unit_s0[u]
+    s1 = p.unit_s1[u]
+    M = p.seg_m[s0]
+    phase = p.seg_phase[s0]
+    nvalid = min(p.bw, p.cg_out - ob * p.bw)
+    nv = (nvalid + 15) // 16
+    oc0 = g * p.cg_out + ob * p.bw
+    img = a + n * p.a_img + g * p.cgp
+    synet_dc_amx_config(<int>M)
+    synet_dc_amx_unit(img + p.seg_aoff[s0], img + p.seg_aoff[s1] if s1 >= 0 else NULL,
+                      p.toffs + p.ph_tap0[phase], p.ph_ntaps[phase], p.kpairs // 16, p.cpt * 2,
+                      p.weights + p.wofs[(g * p.sy * p.sx + phase) * p.nblocks + ob], <int>nv, tile)
+    synet_dc_amx_release()
+    if p.nhwc:
+        mstep = p.sx * p.dst_c
+        nstep = 1
+        off = n * p.dst_img + oc0
+    else:
+        mstep = p.sx
+        nstep = p.dst_h * p.dst_w
+        off = n * p.dst_img + oc0 * nstep
+    _store(tile, 32, M, nvalid, oc0, p, dst, off + p.seg_doff[s0], mstep, nstep)
+    if s1 >= 0:
+        _store(tile + 16 * 32, 32, M, nvalid, oc0, p, dst, off + p.seg_doff[s1], mstep, nstep)
+
+
 cdef void _phase_gemm(const uint16_t* a, void* dst, const Plan* p, int threads) noexcept nogil:
     """All output tiles; each output element is summed by one task, in a fixed order."""
     cdef Py_ssize_t task
     cdef Py_ssize_t work = p.batch * p.dst_h * p.dst_w * p.dst_c * p.cg_in
-    for task in prange(p.ntasks, schedule="static", num_threads=threads, use_threads_if=work >= PARALLEL_MIN):
-        _gemm_task(a, dst, p, task)
+    if p.amx:
+        for task in prange(p.ntasks, schedule="static", num_threads=threads, use_threads_if=work >= PARALLEL_MIN):
+            _amx_task(a, dst, p, task)
+    else:
+        for task in prange(p.ntasks, schedule="static", num_threads=threads, use_threads_if=work >= PARALLEL_MIN):
+            _gemm_task(a, dst, p, task)
 
 
 cdef void _pad_source_f32(const src_t* src, float* a, const Plan* p, int threads) noexcept nogil:
@@ -509,8 +634,9 @@ cdef void _run_depthwise(const src_t* src, float* abuf, void* dst, Plan* p, int 
 # Geometry (Python-land, once per init)
 
 
-def _axis_phases(Py_ssize_t stride, Py_ssize_t dilation, Py_ssize_t kernel, Py_ssize_t pad_begin,
-                 Py_ssize_t src, Py_ssize_t dst):
+@cython.cdivision(False)
+@cython.infer_types(False)
+def _axis_phases(stride, dilation, kernel, pad_begin, src, dst):
     """Per phase r < stride: taps [(k, input offset)], first index j0 and count of its outputs.
 
     Output o = r − pad_begin + stride·j takes tap k when (r − k·dilation) % stride == 0, from
@@ -691,16 +817,24 @@ cdef class Deconvolution16b:
 
     def _build(self, Py_ssize_t batch, conv, compat):
         cdef Plan* p = &self._plan
+        cdef const int64_t[::1] v
         nhwc = conv.src_format == TensorFormat.NHWC
         g = conv.group
         cg_in, cg_out = conv.src_c // g, conv.dst_c // g
         depthwise = cg_in == 1 and cg_out == 1
-        phases_y, ply, phy = _axis_phases(conv.stride_y, conv.dilation_y, conv.kernel_y, conv.pad_y,
-                                          conv.src_h, conv.dst_h)
-        phases_x, plx, phx = _axis_phases(conv.stride_x, conv.dilation_x, conv.kernel_x, conv.pad_x,
-                                          conv.src_w, conv.dst_w)
-        hp, wp = conv.src_h + ply + phy, conv.src_w + plx + phx
+        geo = conv
+        if (conv.kernel_y, conv.kernel_x, conv.stride_y, conv.stride_x, conv.pad_y, conv.pad_x, conv.pad_h,
+                conv.pad_w) == (1, 1, 1, 1, 0, 0, 0, 0):
+            # a 1x1 stride-1 deconvolution is a GEMM over all pixels: one long row
+            geo = dataclasses.replace(conv, src_h=1, src_w=conv.src_h * conv.src_w, dst_h=1,
+                                      dst_w=conv.dst_h * conv.dst_w)
+        phases_y, ply, phy = _axis_phases(geo.stride_y, geo.dilation_y, geo.kernel_y, geo.pad_y, geo.src_h, geo.dst_h)
+        phases_x, plx, phx = _axis_phases(geo.stride_x, geo.dilation_x, geo.kernel_x, geo.pad_x, geo.src_w, geo.dst_w)
+        hp, wp = geo.src_h + ply + phy, geo.src_w + plx + phx
         src_bf16 = conv.src_type == DataType.BFLOAT16
+        self._soft = bool(compat & Compatibility.BF16_SOFT) or not HARDWARE_BF16
+        amx = HARDWARE_AMX and not (compat & Compatibility.BF16_SOFT) and cg_in >= 16 and not depthwise
+        bw = 32 if amx else TILE_N
         if depthwise:
             self._impl = IMPL_DEPTHWISE
             cgp = 1
@@ -711,7 +845,7 @@ cdef class Deconvolution16b:
             self._buf_size = batch * conv.src_c * hp * wp * 4 + 64
         else:
             self._impl = IMPL_GEMM
-            cgp = cg_in + (cg_in & 1)
+            cgp = (cg_in + 31) // 32 * 32 if amx else cg_in + (cg_in & 1)
             cpt = g * cgp
             self._direct = bool(nhwc and src_bf16 and cgp == cg_in and ply == plx == phy == phx == 0)
             pix = cpt
@@ -732,15 +866,39 @@ cdef class Deconvolution16b:
         row_j = np.array([r[1] for r in rows], np.int64)
         col_i0 = np.array([ph[1] for ph in phases_x], np.int64)
         col_n = np.array([ph[2] for ph in phases_x], np.int64)
+        nblocks = (cg_out + bw - 1) // bw
+        # AMX: segments of <= 16 pixels of one phase row; full ones of a phase go in pairs
+        seg_aoff, seg_doff, seg_m, seg_phase, units = [], [], [], [], []
+        if amx:
+            for phase in range(geo.stride_y * geo.stride_x):
+                ry, rx = divmod(phase, geo.stride_x)
+                full, tails = [], []
+                for r_ry, j in rows:
+                    if r_ry != ry:
+                        continue
+                    oy = ry - geo.pad_y + geo.stride_y * j
+                    for i in range(0, col_n[rx], 16):
+                        ii = col_i0[rx] + i
+                        ox = rx - geo.pad_x + geo.stride_x * ii
+                        seg_aoff.append(((j + ply) * wp + ii + plx) * cpt)
+                        seg_doff.append((oy * geo.dst_w + ox) * (conv.dst_c if nhwc else 1))
+                        m = min(16, int(col_n[rx]) - i)
+                        seg_m.append(m)
+                        seg_phase.append(phase)
+                        (full if m == 16 else tails).append(len(seg_m) - 1)
+                units += [(full[k], full[k + 1] if k + 1 < len(full) else -1) for k in range(0, len(full), 2)]
+                units += [(k, -1) for k in tails]
+        unit_s0 = np.array([u[0] for u in units] + [0], np.int64)
+        unit_s1 = np.array([u[1] for u in units] + [0], np.int64)
+        seg_arrays = tuple(np.array(x + [0], np.int64) for x in (seg_aoff, seg_doff, seg_m, seg_phase))
         ntaps = np.array(ntaps, np.int64)
         tap0 = np.array(tap0 + [len(toffs)], np.int64)
         toffs = np.array(toffs + [0], np.int64)
-        self._keep = (row_ry, row_j, col_i0, col_n, ntaps, tap0, toffs)
+        self._keep = (row_ry, row_j, col_i0, col_n, ntaps, tap0, toffs, unit_s0, unit_s1) + seg_arrays
         self._tap_k = tap_k
         self._conv = conv
         self._batch = batch
         self._compat = compat
-        self._soft = bool(compat & Compatibility.BF16_SOFT) or not HARDWARE_BF16
         self._src_dtypes = (BFLOAT16, UINT16) if src_bf16 else (_FLOAT32,)
         self._dst_dtypes = (BFLOAT16, UINT16) if conv.dst_type == DataType.BFLOAT16 else (_FLOAT32,)
         self._dst_dtype = self._dst_dtypes[0]
@@ -752,29 +910,37 @@ cdef class Deconvolution16b:
             self._dst_shape = (batch, conv.dst_c, conv.dst_h, conv.dst_w)
         self._src_size = batch * conv.src_c * conv.src_h * conv.src_w
         self._dst_size = batch * conv.dst_c * conv.dst_h * conv.dst_w
-        nblocks = (cg_out + TILE_N - 1) // TILE_N
-        p.batch, p.src_c, p.src_h, p.src_w = batch, conv.src_c, conv.src_h, conv.src_w
-        p.dst_c, p.dst_h, p.dst_w = conv.dst_c, conv.dst_h, conv.dst_w
+        p.batch, p.src_c, p.src_h, p.src_w = batch, geo.src_c, geo.src_h, geo.src_w
+        p.dst_c, p.dst_h, p.dst_w = geo.dst_c, geo.dst_h, geo.dst_w
         p.group, p.cg_in, p.cg_out = g, cg_in, cg_out
-        p.sy, p.sx, p.pt, p.pl = conv.stride_y, conv.stride_x, conv.pad_y, conv.pad_x
+        p.sy, p.sx, p.pt, p.pl = geo.stride_y, geo.stride_x, geo.pad_y, geo.pad_x
         p.hp, p.wp, p.ply, p.plx, p.cgp, p.cpt = hp, wp, ply, plx, cgp, cpt
         p.a_img = hp * wp * (conv.src_c if depthwise else cpt)
+        p.dst_img = geo.dst_h * geo.dst_w * geo.dst_c
         p.kpairs = len(tap_k) if depthwise else cgp // 2   # depthwise: taps per channel
         p.nblocks = nblocks
+        p.bw = bw
+        p.amx = amx
         p.nrows = len(rows)
-        p.ntasks = batch * g * len(rows) * nblocks
+        p.nunits = len(units)
+        p.ntasks = batch * g * (len(units) if amx else len(rows)) * nblocks
         p.nhwc = nhwc
         p.dst_bf16 = conv.dst_type == DataType.BFLOAT16
         p.soft = self._soft
         p.act = int(conv.activation)
-        cdef const int64_t[::1] v
-        v = row_ry; p.row_ry = &v[0] if v.shape[0] else NULL
-        v = row_j; p.row_j = &v[0] if v.shape[0] else NULL
+        v = row_ry; p.row_ry = &v[0]
+        v = row_j; p.row_j = &v[0]
         v = col_i0; p.col_i0 = &v[0]
         v = col_n; p.col_n = &v[0]
         v = ntaps; p.ph_ntaps = &v[0]
         v = tap0; p.ph_tap0 = &v[0]
         v = toffs; p.toffs = &v[0]
+        v = unit_s0; p.unit_s0 = &v[0]
+        v = unit_s1; p.unit_s1 = &v[0]
+        v = seg_arrays[0]; p.seg_aoff = &v[0]
+        v = seg_arrays[1]; p.seg_doff = &v[0]
+        v = seg_arrays[2]; p.seg_m = &v[0]
+        v = seg_arrays[3]; p.seg_phase = &v[0]
 
     def enable(self):
         """True when `init` has built the context."""
@@ -800,7 +966,7 @@ cdef class Deconvolution16b:
         self._require_init()
         if self._impl == IMPL_DEPTHWISE:
             return "Cython::Depthwise fp32"
-        kernel = "portable" if self._soft else "avx512bf16"
+        kernel = "amx-bf16" if self._plan.amx else ("portable" if self._soft else "avx512bf16")
         return f"Cython::PhaseGemm {kernel}" + (" direct" if self._direct else "")
 
     cdef _require_init(self):
@@ -859,7 +1025,7 @@ cdef class Deconvolution16b:
             cgp = p.cgp
             nblocks = p.nblocks
             if cgp != cg_in:
-                bits = np.concatenate([bits, np.zeros((g, 1, ky, kx, cg_out), np.uint16)], axis=1)
+                bits = np.concatenate([bits, np.zeros((g, cgp - cg_in, ky, kx, cg_out), np.uint16)], axis=1)
             pieces = []
             wofs = np.zeros(g * sy * sx * nblocks, np.int64)
             offset = 0
@@ -873,8 +1039,8 @@ cdef class Deconvolution16b:
                         sel = np.zeros((0, cgp, cg_out), np.uint16)
                     sel = sel.reshape(len(taps), cgp // 2, 2, cg_out)
                     for ob in range(nblocks):
-                        lo = ob * TILE_N
-                        hi = min(cg_out, lo + TILE_N)
+                        lo = ob * p.bw
+                        hi = min(cg_out, lo + p.bw)
                         lanes = ((hi - lo + 15) // 16) * 16
                         blk = np.zeros((len(taps), cgp // 2, lanes, 2), np.uint16)
                         blk[:, :, :hi - lo, :] = sel[:, :, :, lo:hi].transpose(0, 1, 3, 2)
@@ -992,3 +1158,131 @@ cdef class Deconvolution16b:
 cdef void* _data_ptr(array):
     cdef uint8_t[::1] v = array.reshape(-1).view(np.uint8)
     return <void*>&v[0]
+
+
+def _as_operand(x, str name):
+    """x as an array of float32 or bfloat16 (uint16: raw BF16 bits); other reals become float32."""
+    array = np.asarray(x)
+    if array.dtype == _FLOAT32 or array.dtype == BFLOAT16:
+        return array, array.dtype
+    if array.dtype == UINT16:
+        return array.view(BFLOAT16), array.dtype
+    if array.dtype.kind in "biuf":
+        return array.astype(np.float32), _FLOAT32
+    raise ValueError(f"{name}: expected real numbers (float32, bfloat16, float64, ...), got dtype {array.dtype}")
+
+
+def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1, *,
+                     layout="NCHW", activation="identity", activation_params=None, out_dtype=None, out=None,
+                     n_threads=None):
+    """Transposed 2-D convolution with PyTorch's ``conv_transpose2d`` arguments, BF16 inputs, FP32 sums.
+
+    ``out = act(bias + conv_transpose(bf16(x), bf16(weight)))``; see `Deconvolution16b`.
+
+    Parameters
+    ----------
+    x : array_like
+        NCHW [N, C_in, H, W] (or [C_in, H, W]); with ``layout="NHWC"`` [N, H, W, C_in] (or [H, W, C_in]).
+        float32 or bfloat16 (ml_dtypes, or uint16 raw bits); other real dtypes become float32.
+    weight : array_like
+        NCHW: [C_in, C_out/groups, kH, kW] (PyTorch's); NHWC: [C_in, kH, kW, C_out/groups].
+    bias : array_like of C_out, optional
+    stride, dilation : int or (sH, sW)
+    padding : int, (pH, pW) or (top, left, bottom, right)
+        Rows/columns removed from each border of the full output.
+    output_padding : int or (oH, oW)
+        Rows/columns added at the bottom/right, each < max(stride, dilation) of its axis.
+    groups : int
+    layout : {"NCHW", "NHWC"}
+    activation : Activation or name; activation_params : its parameters (SPEC §2 defaults when None).
+    out_dtype : float32 or bfloat16, optional
+        Default: out's dtype if given, else bfloat16 for a bfloat16 x, else float32.
+    out : ndarray, optional
+        C-contiguous, the output shape; float32, ml_dtypes.bfloat16 or uint16 (raw bits).
+    n_threads : int, optional
+
+    Returns
+    -------
+    ndarray
+        ``H_out = (H − 1)·sH − top − bottom + dH·(kH − 1) + oH + 1`` (likewise W).
+    """
+    fmt = as_format(layout, "layout")
+    nhwc = fmt == TensorFormat.NHWC
+    x, x_dtype = _as_operand(x, "x")
+    w = np.asarray(weight)
+    if w.dtype.kind not in "biuf" and w.dtype != BFLOAT16:
+        raise ValueError(f"weight: expected real numbers, got dtype {w.dtype}")
+    unbatched = x.ndim == 3
+    if x.ndim not in (3, 4):
+        raise ValueError(f"x: expected a 4-D {'[N, H, W, C]' if nhwc else '[N, C, H, W]'} array (or 3-D unbatched), "
+                         f"got shape {x.shape}")
+    if unbatched:
+        x = x[None]
+    if w.ndim != 4:
+        raise ValueError(f"weight: expected a 4-D {'[C_in, kH, kW, C_out/groups]' if nhwc else '[C_in, C_out/groups, kH, kW]'} "
+                         f"array, got shape {w.shape}")
+    if nhwc:
+        n, h, wd, c_in = x.shape
+        w_in, ky, kx, cg_out = w.shape
+    else:
+        n, c_in, h, wd = x.shape
+        w_in, cg_out, ky, kx = w.shape
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"groups: expected an int >= 1, got {groups!r}")
+    if w_in != c_in:
+        raise ValueError(f"weight: expected {c_in} input channels (x's) in dimension 0, got shape {w.shape}")
+    if c_in % groups:
+        raise ValueError(f"groups: expected a divisor of the {c_in} input channels, got {groups}")
+    if min(n, c_in, h, wd, cg_out, ky, kx) < 1:
+        raise ValueError(f"x, weight: expected non-empty arrays, got shapes {x.shape}, {w.shape}")
+    sy, sx = _pair(stride, "stride")
+    dy, dx = _pair(dilation, "dilation")
+    top, left, bottom, right = _pads(padding, "padding")
+    oy, ox = _pair(output_padding, "output_padding", 0)
+    if oy >= max(sy, dy) or ox >= max(sx, dx):
+        raise ValueError(f"output_padding: expected values < max(stride, dilation) = "
+                         f"({max(sy, dy)}, {max(sx, dx)}), got ({oy}, {ox})")
+    dst_c = cg_out * groups
+    act = as_activation(activation)
+    if out is not None:
+        out = require_array(out, "out")
+    if out_dtype is None:
+        if out is not None and out.dtype in (_FLOAT32, BFLOAT16, UINT16):
+            dst_type = DataType.FLOAT32 if out.dtype == _FLOAT32 else DataType.BFLOAT16
+        else:
+            dst_type = DataType.BFLOAT16 if x_dtype in (BFLOAT16, UINT16) else DataType.FLOAT32
+    else:
+        dst_type = as_data_type(out_dtype, "out_dtype")
+        if dst_type not in (DataType.FLOAT32, DataType.BFLOAT16):
+            raise ValueError(f"out_dtype: expected float32 or bfloat16, got {dst_type.name}")
+    src_type = DataType.BFLOAT16 if x.dtype == BFLOAT16 else DataType.FLOAT32
+    dst_h = deconvolution_size(h, ky, sy, dy, top, bottom - oy)
+    dst_w = deconvolution_size(wd, kx, sx, dx, left, right - ox)
+    if dst_h <= 0 or dst_w <= 0:
+        raise ValueError(f"padding: {(top, left, bottom, right)} leaves an output of {dst_h}x{dst_w}; expected >= 1x1")
+    conv = ConvParams(c_in, h, wd, src_type, fmt, dst_c, dst_h, dst_w, dst_type, fmt, ky, kx, dy, dx, sy, sx,
+                      top, left, bottom - oy, right - ox, int(groups), act)
+    shape = (n, dst_h, dst_w, dst_c) if nhwc else (n, dst_c, dst_h, dst_w)
+    if unbatched:
+        shape = shape[1:]
+    if out is not None:
+        allowed = (_FLOAT32,) if dst_type == DataType.FLOAT32 else (BFLOAT16, UINT16)
+        if out.dtype not in allowed:
+            raise ValueError(f"out: expected dtype {' or '.join(map(str, allowed))}, got {out.dtype}")
+        if out.shape != shape:
+            raise ValueError(f"out: expected shape {shape}, got {out.shape}")
+        if not out.flags.c_contiguous or not out.flags.writeable:
+            raise ValueError("out: expected a writeable C-contiguous array")
+        if np.may_share_memory(out, x):
+            raise ValueError("out: must not overlap x")
+    context = Deconvolution16b()
+    context.init(n, conv)
+    context.set_params(w.astype(np.float32, copy=False) if w.dtype != _FLOAT32 else w, bias, activation_params)
+    result = context.forward(np.ascontiguousarray(x), None,
+                             out if out is not None else np.empty(shape, dtype_of_type(dst_type)),
+                             n_threads=n_threads)
+    return result
+
+
+def dtype_of_type(t):
+    return BFLOAT16 if t == DataType.BFLOAT16 else _FLOAT32

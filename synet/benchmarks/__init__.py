@@ -84,7 +84,7 @@ def measure(candidates: dict[str, Callable[[], object]], repeats: int, target_s:
 
 
 # One module per op, each with a WORKLOADS list.
-OP_MODULES = ("gather", "bf16")
+OP_MODULES = ("gather", "bf16", "deconvolution")
 
 
 def all_workloads() -> list[Workload]:
