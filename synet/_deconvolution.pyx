@@ -43,8 +43,10 @@ cdef extern from * nogil:
     """
     #include <stdint.h>
     #include <string.h>
-    #if defined(__AVX512BF16__) && defined(__AVX512F__)
+    #if defined(__x86_64__) || defined(__i386__)
     #include <immintrin.h>
+    #endif
+    #if defined(__AVX512BF16__) && defined(__AVX512F__)
     #define SYNET_DC_AVX512BF16 1
     #else
     #define SYNET_DC_AVX512BF16 0
@@ -152,6 +154,75 @@ cdef extern from * nogil:
         }
     }
 
+    /* ---- Vectorised epilogue for IDENTITY / RELU: dst = [relu](acc + bias), FP32 or BF16 (nearest-even). ---- */
+    #if defined(__AVX512F__) && defined(__AVX512BW__)
+    static inline __m256i synet_dc_bf16_vec(__m512 v)
+    {
+        const __m512i bits = _mm512_castps_si512(v);
+        const __m512i abs = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7F800000));
+        __m512i r = _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF),
+                        _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1))));
+        r = _mm512_srli_epi32(r, 16);
+        r = _mm512_mask_or_epi32(r, nan, _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x8000)),
+                                 _mm512_set1_epi32(0x7FC0));
+        return _mm512_cvtepi32_epi16(r);
+    }
+
+    /* Returns 1 when done, 0 when the caller must use the scalar path. */
+    static int synet_dc_store_fast(const float *acc, int64_t mstride, int64_t M, int64_t N, const float *bias,
+                                   void *dst, int bf16, int relu, int64_t off, int64_t mstep, int64_t nstep)
+    {
+        const __m512 zero = _mm512_setzero_ps();
+        float *d32 = (float *)dst;
+        uint16_t *d16 = (uint16_t *)dst;
+        if (nstep == 1) {
+            for (int64_t m = 0; m < M; ++m) {
+                for (int64_t n = 0; n < N; n += 16) {
+                    const __mmask16 k = N - n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (N - n)) - 1);
+                    __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, acc + m * mstride + n), _mm512_maskz_loadu_ps(k, bias + n));
+                    if (relu) v = _mm512_max_ps(zero, v);
+                    if (bf16) _mm256_mask_storeu_epi16(d16 + off + m * mstep + n, k, synet_dc_bf16_vec(v));
+                    else _mm512_mask_storeu_ps(d32 + off + m * mstep + n, k, v);
+                }
+            }
+            return 1;
+        }
+        if (mstride > (1 << 26) || mstep > (1 << 26)) return 0;
+        const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        const __m512i gidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)mstride));
+        const __m512i sidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)mstep));
+        for (int64_t n = 0; n < N; ++n) {
+            const __m512 b = _mm512_set1_ps(bias[n]);
+            for (int64_t m = 0; m < M; m += 16) {
+                const __mmask16 k = M - m >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (M - m)) - 1);
+                __m512 v = _mm512_mask_i32gather_ps(zero, k, gidx, acc + m * mstride + n, 4);
+                v = _mm512_add_ps(v, b);
+                if (relu) v = _mm512_max_ps(zero, v);
+                const int64_t o = off + n * nstep + m * mstep;
+                if (bf16) {
+                    if (mstep == 1) _mm256_mask_storeu_epi16(d16 + o, k, synet_dc_bf16_vec(v));
+                    else {
+                        uint16_t tmp[16];
+                        _mm256_storeu_si256((__m256i *)tmp, synet_dc_bf16_vec(v));
+                        for (int64_t i = 0; i < 16 && m + i < M; ++i) d16[o + i * mstep] = tmp[i];
+                    }
+                } else if (mstep == 1) {
+                    _mm512_mask_storeu_ps(d32 + o, k, v);
+                } else {
+                    _mm512_mask_i32scatter_ps(d32 + o, k, sidx, v, 4);
+                }
+            }
+        }
+        return 1;
+    }
+    #else
+    static int synet_dc_store_fast(const float *acc, int64_t mstride, int64_t M, int64_t N, const float *bias,
+                                   void *dst, int bf16, int relu, int64_t off, int64_t mstep, int64_t nstep)
+    { (void)acc; (void)mstride; (void)M; (void)N; (void)bias; (void)dst; (void)bf16; (void)relu; (void)off;
+      (void)mstep; (void)nstep; return 0; }
+    #endif
+
     /* ---- AMX (tile) BF16 kernel: Linux asks the kernel for the tile state once per process. ---- */
     #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__linux__)
     #include <sys/syscall.h>
@@ -256,6 +327,8 @@ cdef extern from * nogil:
     void synet_dc_tile(const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs,
                        int64_t ps, const uint16_t *b, float *out, int M, int NV, int soft)
     int synet_dc_amx_init()
+    int synet_dc_store_fast(const float *acc, int64_t mstride, int64_t M, int64_t N, const float *bias,
+                            void *dst, int bf16, int relu, int64_t off, int64_t mstep, int64_t nstep)
     void synet_dc_amx_config(int rows)
     void synet_dc_amx_release()
     void synet_dc_amx_unit(const uint16_t *a0, const uint16_t *a1, const int64_t *toff, int64_t ntaps,
@@ -375,6 +448,9 @@ cdef inline void _store(const float* acc, Py_ssize_t mstride, Py_ssize_t M, Py_s
     cdef uint16_t* d16 = <uint16_t*>dst
     cdef const float* bias = p.bias + c0
     cdef int act = p.act
+    if (act == IDENTITY or act == RELU) and synet_dc_store_fast(acc, mstride, M, N, bias, dst, p.dst_bf16,
+                                                                 act == RELU, off, mstep, nstep):
+        return
     if nstep == 1:
         for m in range(M):
             if act == IDENTITY:
@@ -526,11 +602,13 @@ cdef void _phase_gemm(const uint16_t* a, void* dst, const Plan* p, int threads) 
     """All output tiles; each output element is summed by one task, in a fixed order."""
     cdef Py_ssize_t task
     cdef Py_ssize_t work = p.batch * p.dst_h * p.dst_w * p.dst_c * p.cg_in
+    # dynamic: a thread that the OS delays does not hold back a fixed share of the tasks; every
+    # output element is still summed by one task in a fixed order, whatever thread runs it
     if p.amx:
-        for task in prange(p.ntasks, schedule="static", num_threads=threads, use_threads_if=work >= PARALLEL_MIN):
+        for task in prange(p.ntasks, schedule="dynamic", num_threads=threads, use_threads_if=work >= PARALLEL_MIN):
             _amx_task(a, dst, p, task)
     else:
-        for task in prange(p.ntasks, schedule="static", num_threads=threads, use_threads_if=work >= PARALLEL_MIN):
+        for task in prange(p.ntasks, schedule="dynamic", num_threads=threads, use_threads_if=work >= PARALLEL_MIN):
             _gemm_task(a, dst, p, task)
 
 
