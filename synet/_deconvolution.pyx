@@ -19,7 +19,8 @@ Implementations (chosen in `init`, named by `info()`):
 """
 
 cimport cython
-from cython.parallel cimport prange
+from cython.parallel cimport parallel, prange, threadid
+from libc.stdlib cimport calloc, free
 from libc.math cimport exp, expm1, erf, log1p, tanh
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t
 from libc.string cimport memset
@@ -561,7 +562,7 @@ cdef void _gemm_task(const uint16_t* a, void* dst, const Plan* p, Py_ssize_t tas
             i = i + M
 
 
-cdef void _amx_task(const uint16_t* a, void* dst, const Plan* p, Py_ssize_t task) noexcept nogil:
+cdef void _amx_task(const uint16_t* a, void* dst, const Plan* p, Py_ssize_t task, int* rows) noexcept nogil:
     """AMX: one unit (one or two segments of <= 16 pixels of a phase) x one block of <= 32 channels."""
     cdef Py_ssize_t t = task, u, ob, g, n, s0, s1, M, phase, nvalid, nv, oc0, off, mstep, nstep
     cdef float tile[32 * 32]
@@ -580,11 +581,12 @@ cdef void _amx_task(const uint16_t* a, void* dst, const Plan* p, Py_ssize_t task
     nv = (nvalid + 15) // 16
     oc0 = g * p.cg_out + ob * p.bw
     img = a + n * p.a_img + g * p.cgp
-    synet_dc_amx_config(<int>M)
+    if rows[0] != M:   # this thread's tile configuration
+        synet_dc_amx_config(<int>M)
+        rows[0] = <int>M
     synet_dc_amx_unit(img + p.seg_aoff[s0], img + p.seg_aoff[s1] if s1 >= 0 else NULL,
                       p.toffs + p.ph_tap0[phase], p.ph_ntaps[phase], p.kpairs // 16, p.cpt * 2,
                       p.weights + p.wofs[(g * p.sy * p.sx + phase) * p.nblocks + ob], <int>nv, tile)
-    synet_dc_amx_release()
     if p.nhwc:
         mstep = p.sx * p.dst_c
         nstep = 1
@@ -604,9 +606,21 @@ cdef void _phase_gemm(const uint16_t* a, void* dst, const Plan* p, int threads) 
     cdef Py_ssize_t work = p.batch * p.dst_h * p.dst_w * p.dst_c * p.cg_in
     # dynamic: a thread that the OS delays does not hold back a fixed share of the tasks; every
     # output element is still summed by one task in a fixed order, whatever thread runs it
+    cdef int* rows
+    cdef int one_rows[16]
+    cdef int nthreads = threads if work >= PARALLEL_MIN else 1
     if p.amx:
-        for task in prange(p.ntasks, schedule="dynamic", num_threads=threads, use_threads_if=work >= PARALLEL_MIN):
-            _amx_task(a, dst, p, task)
+        rows = <int*>calloc(nthreads * 16, sizeof(int))   # per thread: the tile rows configured (0: none)
+        if rows == NULL:         # no memory for 16 ints a thread: run on this thread
+            nthreads = 1
+            one_rows[0] = 0
+            rows = &one_rows[0]
+        with parallel(num_threads=nthreads):
+            for task in prange(p.ntasks, schedule="dynamic"):
+                _amx_task(a, dst, p, task, rows + 16 * threadid())
+            synet_dc_amx_release()
+        if rows != &one_rows[0]:
+            free(rows)
     else:
         for task in prange(p.ntasks, schedule="dynamic", num_threads=threads, use_threads_if=work >= PARALLEL_MIN):
             _gemm_task(a, dst, p, task)
