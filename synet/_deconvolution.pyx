@@ -485,20 +485,20 @@ cdef inline uint16_t _bf16_of(src_t value) noexcept nogil:
         return value
 
 
-cdef void _pad_source(const src_t* src, uint16_t* a, const Plan* p, int threads) noexcept nogil:
-    """a[n, yp, xp, g, c] = bf16(src[n, g·cg_in + c, yp − ply, xp − plx]), zero outside (and in the pad channel)."""
-    cdef Py_ssize_t rows = p.batch * p.hp, r, n, y, x, c, g, ci, xp
+cdef void _pad_row(const src_t* src, uint16_t* a, const Plan* p, Py_ssize_t r) noexcept nogil:
+    """Row r of a[n, yp, xp, g, c] = bf16(src[n, g·cg_in + c, yp − ply, xp − plx]), zero outside (and in pad channels)."""
+    cdef Py_ssize_t n, y, x, c, g, ci
     cdef Py_ssize_t row_len = p.wp * p.cpt
     cdef uint16_t* d
     cdef const src_t* s
-    for r in prange(rows, schedule="static", num_threads=threads, use_threads_if=rows * row_len >= PARALLEL_MIN):
+    if True:
         n = r // p.hp
         y = r % p.hp - p.ply
         d = a + r * row_len
         if y < 0 or y >= p.src_h or p.cgp != p.cg_in or p.plx or p.wp != p.src_w + p.plx:
             memset(d, 0, row_len * 2)
         if y < 0 or y >= p.src_h:
-            continue
+            return
         d = d + p.plx * p.cpt
         if p.nhwc:
             s = src + (n * p.src_h + y) * p.src_w * p.src_c
@@ -600,50 +600,19 @@ cdef void _amx_task(const uint16_t* a, void* dst, const Plan* p, Py_ssize_t task
         _store(tile + 16 * 32, 32, M, nvalid, oc0, p, dst, off + p.seg_doff[s1], mstep, nstep)
 
 
-cdef void _phase_gemm(const uint16_t* a, void* dst, const Plan* p, int threads) noexcept nogil:
-    """All output tiles; each output element is summed by one task, in a fixed order."""
-    cdef Py_ssize_t task
-    cdef Py_ssize_t work = p.batch * p.dst_h * p.dst_w * p.dst_c * p.cg_in
-    # dynamic: a thread that the OS delays does not hold back a fixed share of the tasks; every
-    # output element is still summed by one task in a fixed order, whatever thread runs it
-    cdef int* rows
-    cdef int one_rows[16]
-    cdef int nthreads = threads if work >= PARALLEL_MIN else 1
-    if p.amx:
-        rows = <int*>calloc(nthreads * 16, sizeof(int))   # per thread: the tile rows configured (0: none)
-        if rows == NULL:         # no memory for 16 ints a thread: run on this thread
-            nthreads = 1
-            one_rows[0] = 0
-            rows = &one_rows[0]
-        with parallel(num_threads=nthreads):
-            for task in prange(p.ntasks, schedule="dynamic"):
-                _amx_task(a, dst, p, task, rows + 16 * threadid())
-            synet_dc_amx_release()
-        if rows != &one_rows[0]:
-            free(rows)
-    else:
-        for task in prange(p.ntasks, schedule="dynamic", num_threads=threads, use_threads_if=work >= PARALLEL_MIN):
-            _gemm_task(a, dst, p, task)
-
-
-cdef void _pad_source_f32(const src_t* src, float* a, const Plan* p, int threads) noexcept nogil:
-    """Depthwise: BF16-rounded FP32 copy of src, zero-padded; [n, c, yp, xp] (NCHW) or [n, yp, xp, c] (NHWC)."""
-    cdef Py_ssize_t rows, r, n, c, y, x, row_len
+cdef void _pad_row_f32(const src_t* src, float* a, const Plan* p, Py_ssize_t r) noexcept nogil:
+    """Depthwise: row r of the BF16-rounded FP32 copy of src, zero-padded; [n, c, yp, xp] or [n, yp, xp, c]."""
+    cdef Py_ssize_t n, c, y, x
+    cdef Py_ssize_t row_len = p.wp * p.src_c if p.nhwc else p.wp
     cdef float* d
     cdef const src_t* s
-    if p.nhwc:
-        rows = p.batch * p.hp
-        row_len = p.wp * p.src_c
-    else:
-        rows = p.batch * p.src_c * p.hp
-        row_len = p.wp
-    for r in prange(rows, schedule="static", num_threads=threads, use_threads_if=rows * row_len >= PARALLEL_MIN):
+    if True:
         y = r % p.hp - p.ply
         d = a + r * row_len
         if y < 0 or y >= p.src_h or p.plx or p.wp != p.src_w:
             memset(d, 0, row_len * 4)
         if y < 0 or y >= p.src_h:
-            continue
+            return
         if p.nhwc:
             n = r // p.hp
             d = d + p.plx * p.src_c
@@ -701,25 +670,48 @@ cdef void _depthwise_task(const float* a, void* dst, const Plan* p, Py_ssize_t t
                 i = i + len_
 
 
-cdef void _depthwise(const float* a, void* dst, const Plan* p, int threads) noexcept nogil:
-    cdef Py_ssize_t ntasks = p.batch * p.nrows * (1 if p.nhwc else p.src_c)
-    cdef Py_ssize_t task
-    cdef Py_ssize_t work = p.batch * p.dst_h * p.dst_w * p.dst_c * p.kpairs
-    for task in prange(ntasks, schedule="static", num_threads=threads, use_threads_if=work >= PARALLEL_MIN):
-        _depthwise_task(a, dst, p, task)
-
-
 cdef void _run_gemm(const src_t* src, uint16_t* abuf, void* dst, Plan* p, bint direct, int threads) noexcept nogil:
-    if direct:
-        _phase_gemm(<const uint16_t*>src, dst, p, threads)
-    else:
-        _pad_source(src, abuf, p, threads)
-        _phase_gemm(abuf, dst, p, threads)
+    """Pad/convert the source (unless direct), then all output tasks: one parallel region per call.
+
+    Tasks are scheduled dynamically (a thread the OS delays does not hold back a fixed share);
+    every output element is still summed by one task in a fixed order, whatever thread runs it.
+    """
+    cdef Py_ssize_t task, r
+    cdef Py_ssize_t work = p.batch * p.dst_h * p.dst_w * p.dst_c * p.cg_in
+    cdef Py_ssize_t pad_rows = 0 if direct else p.batch * p.hp
+    cdef const uint16_t* a = <const uint16_t*>src if direct else abuf
+    cdef int* rows
+    cdef int one_rows[16]
+    cdef int nthreads = threads if work >= PARALLEL_MIN else 1
+    rows = <int*>calloc(nthreads * 16, sizeof(int))   # AMX: per thread, the tile rows configured (0: none)
+    if rows == NULL:         # no memory for 16 ints a thread: run on this thread
+        nthreads = 1
+        one_rows[0] = 0
+        rows = &one_rows[0]
+    with parallel(num_threads=nthreads):
+        for r in prange(pad_rows, schedule="static"):
+            _pad_row(src, abuf, p, r)
+        if p.amx:
+            for task in prange(p.ntasks, schedule="dynamic"):
+                _amx_task(a, dst, p, task, rows + 16 * threadid())
+            synet_dc_amx_release()
+        else:
+            for task in prange(p.ntasks, schedule="dynamic"):
+                _gemm_task(a, dst, p, task)
+    if rows != &one_rows[0]:
+        free(rows)
 
 
 cdef void _run_depthwise(const src_t* src, float* abuf, void* dst, Plan* p, int threads) noexcept nogil:
-    _pad_source_f32(src, abuf, p, threads)
-    _depthwise(abuf, dst, p, threads)
+    cdef Py_ssize_t ntasks = p.batch * p.nrows * (1 if p.nhwc else p.src_c)
+    cdef Py_ssize_t pad_rows = p.batch * p.hp * (1 if p.nhwc else p.src_c)
+    cdef Py_ssize_t task, r
+    cdef Py_ssize_t work = p.batch * p.dst_h * p.dst_w * p.dst_c * p.kpairs
+    with parallel(num_threads=threads if work >= PARALLEL_MIN else 1):
+        for r in prange(pad_rows, schedule="static"):
+            _pad_row_f32(src, abuf, p, r)
+        for task in prange(ntasks, schedule="dynamic"):
+            _depthwise_task(abuf, dst, p, task)
 
 
 # ---------------------------------------------------------------------------------------------
