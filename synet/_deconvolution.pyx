@@ -8,14 +8,21 @@ Implementations (chosen in `init`, named by `info()`):
 
 * ``PhaseGemm``: the output is split into stride_y·stride_x phases (output pixels whose
   taps have the same kernel positions); each phase is an ordinary stride-1 convolution, run
-  as an implicit GEMM over (taps × input channels) with an AVX-512 BF16 dot-product
-  micro-kernel (``vdpbf16ps``; a portable FP32 loop with the same summation order elsewhere
-  or with ``Compatibility.BF16_SOFT``). The source is converted once per call to a zero-padded
-  BF16 NHWC image, so that every tap of a phase is in range; weights are packed in
-  `set_params` per (group, phase, 64-channel block). Each output element is summed by one
-  task in a fixed order, so results do not depend on the thread count.
-* ``Depthwise``: group == src_c == dst_c; FP32 multiply-adds of BF16-rounded values, by
-  phase and tap, vectorised along x (NCHW) or channels (NHWC).
+  as an implicit GEMM over (taps × input channels) — no col2im, no scatter-add: every output
+  element is summed once, in registers or tiles, then bias + activation are applied and it is
+  stored. The source is converted once per call to a zero-padded BF16 NHWC image (skipped
+  for BF16 NHWC input that needs no padding: "direct"), so that every tap of a phase is in range;
+  weights are rounded and packed in `set_params` per (group, phase, channel block).
+  Micro-kernels: ``amx-bf16`` (AMX tiles, ``tdpbf16ps``; 2 × 16 pixels × 32 channels per
+  task; >= 16 input channels per group, Linux), else ``avx512bf16`` (``vdpbf16ps``, up to
+  12 pixels × 64 channels), else / with ``Compatibility.BF16_SOFT`` ``portable`` (FP32
+  multiply-adds in vdpbf16ps's order). A 1×1 stride-1 deconvolution runs as one long row.
+* ``Depthwise``: group == src_c == dst_c; FP32 multiply-adds of BF16-rounded values (exact
+  products), by phase and tap, vectorised along x (NCHW) or channels (NHWC).
+
+Each output element is summed by one task in a fixed order, so results do not depend on the
+thread count. The hardware BF16 instructions treat BF16 subnormal inputs as zero and flush
+subnormal FP32 results to zero (DAZ/FTZ); normal-range data is unaffected.
 """
 
 cimport cython
@@ -491,32 +498,31 @@ cdef void _pad_row(const src_t* src, uint16_t* a, const Plan* p, Py_ssize_t r) n
     cdef Py_ssize_t row_len = p.wp * p.cpt
     cdef uint16_t* d
     cdef const src_t* s
-    if True:
-        n = r // p.hp
-        y = r % p.hp - p.ply
-        d = a + r * row_len
-        if y < 0 or y >= p.src_h or p.cgp != p.cg_in or p.plx or p.wp != p.src_w + p.plx:
-            memset(d, 0, row_len * 2)
-        if y < 0 or y >= p.src_h:
-            return
-        d = d + p.plx * p.cpt
-        if p.nhwc:
-            s = src + (n * p.src_h + y) * p.src_w * p.src_c
-            if p.cgp == p.cg_in:
-                for x in range(p.src_w * p.src_c):
-                    d[x] = _bf16_of(s[x])
-            else:
-                for x in range(p.src_w):
-                    for g in range(p.group):
-                        for ci in range(p.cg_in):
-                            d[x * p.cpt + g * p.cgp + ci] = _bf16_of(s[x * p.src_c + g * p.cg_in + ci])
+    n = r // p.hp
+    y = r % p.hp - p.ply
+    d = a + r * row_len
+    if y < 0 or y >= p.src_h or p.cgp != p.cg_in or p.plx or p.wp != p.src_w + p.plx:
+        memset(d, 0, row_len * 2)
+    if y < 0 or y >= p.src_h:
+        return
+    d = d + p.plx * p.cpt
+    if p.nhwc:
+        s = src + (n * p.src_h + y) * p.src_w * p.src_c
+        if p.cgp == p.cg_in:
+            for x in range(p.src_w * p.src_c):
+                d[x] = _bf16_of(s[x])
         else:
-            for c in range(p.src_c):
-                g = c // p.cg_in
-                ci = g * p.cgp + c % p.cg_in
-                s = src + ((n * p.src_c + c) * p.src_h + y) * p.src_w
-                for x in range(p.src_w):
-                    d[x * p.cpt + ci] = _bf16_of(s[x])
+            for x in range(p.src_w):
+                for g in range(p.group):
+                    for ci in range(p.cg_in):
+                        d[x * p.cpt + g * p.cgp + ci] = _bf16_of(s[x * p.src_c + g * p.cg_in + ci])
+    else:
+        for c in range(p.src_c):
+            g = c // p.cg_in
+            ci = g * p.cgp + c % p.cg_in
+            s = src + ((n * p.src_c + c) * p.src_h + y) * p.src_w
+            for x in range(p.src_w):
+                d[x * p.cpt + ci] = _bf16_of(s[x])
 
 
 cdef void _gemm_task(const uint16_t* a, void* dst, const Plan* p, Py_ssize_t task) noexcept nogil:
@@ -606,24 +612,23 @@ cdef void _pad_row_f32(const src_t* src, float* a, const Plan* p, Py_ssize_t r) 
     cdef Py_ssize_t row_len = p.wp * p.src_c if p.nhwc else p.wp
     cdef float* d
     cdef const src_t* s
-    if True:
-        y = r % p.hp - p.ply
-        d = a + r * row_len
-        if y < 0 or y >= p.src_h or p.plx or p.wp != p.src_w:
-            memset(d, 0, row_len * 4)
-        if y < 0 or y >= p.src_h:
-            return
-        if p.nhwc:
-            n = r // p.hp
-            d = d + p.plx * p.src_c
-            s = src + (n * p.src_h + y) * p.src_w * p.src_c
-            for x in range(p.src_w * p.src_c):
-                d[x] = bf16_to_float32(_bf16_of(s[x]))
-        else:
-            d = d + p.plx
-            s = src + ((r // p.hp) * p.src_h + y) * p.src_w
-            for x in range(p.src_w):
-                d[x] = bf16_to_float32(_bf16_of(s[x]))
+    y = r % p.hp - p.ply
+    d = a + r * row_len
+    if y < 0 or y >= p.src_h or p.plx or p.wp != p.src_w:
+        memset(d, 0, row_len * 4)
+    if y < 0 or y >= p.src_h:
+        return
+    if p.nhwc:
+        n = r // p.hp
+        d = d + p.plx * p.src_c
+        s = src + (n * p.src_h + y) * p.src_w * p.src_c
+        for x in range(p.src_w * p.src_c):
+            d[x] = bf16_to_float32(_bf16_of(s[x]))
+    else:
+        d = d + p.plx
+        s = src + ((r // p.hp) * p.src_h + y) * p.src_w
+        for x in range(p.src_w):
+            d[x] = bf16_to_float32(_bf16_of(s[x]))
 
 
 cdef void _depthwise_task(const float* a, void* dst, const Plan* p, Py_ssize_t task) noexcept nogil:
