@@ -30,7 +30,7 @@ from cython.parallel cimport parallel, prange, threadid
 from libc.stdlib cimport calloc, free
 from libc.math cimport exp, expm1, erf, log1p, tanh
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 
 import dataclasses
 import threading
@@ -224,7 +224,23 @@ cdef extern from * nogil:
         }
         return 1;
     }
+    /* d[i] = bf16(s[i]) (nearest-even, NaN quiet), i < n. */
+    static void synet_dc_cvt_row(const float *s, uint16_t *d, int64_t n)
+    {
+        for (int64_t i = 0; i < n; i += 16) {
+            const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+            _mm256_mask_storeu_epi16(d + i, k, synet_dc_bf16_vec(_mm512_maskz_loadu_ps(k, s + i)));
+        }
+    }
     #else
+    static void synet_dc_cvt_row(const float *s, uint16_t *d, int64_t n)
+    {
+        for (int64_t i = 0; i < n; ++i) {
+            uint32_t b; memcpy(&b, s + i, 4);
+            d[i] = (b & 0x7FFFFFFFu) > 0x7F800000u ? (uint16_t)(((b >> 16) & 0x8000u) | 0x7FC0u)
+                                                  : (uint16_t)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+        }
+    }
     static int synet_dc_store_fast(const float *acc, int64_t mstride, int64_t M, int64_t N, const float *bias,
                                    void *dst, int bf16, int relu, int64_t off, int64_t mstep, int64_t nstep)
     { (void)acc; (void)mstride; (void)M; (void)N; (void)bias; (void)dst; (void)bf16; (void)relu; (void)off;
@@ -335,6 +351,7 @@ cdef extern from * nogil:
     void synet_dc_tile(const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs,
                        int64_t ps, const uint16_t *b, float *out, int M, int NV, int soft)
     int synet_dc_amx_init()
+    void synet_dc_cvt_row(const float *s, uint16_t *d, int64_t n)
     int synet_dc_store_fast(const float *acc, int64_t mstride, int64_t M, int64_t N, const float *bias,
                             void *dst, int bf16, int relu, int64_t off, int64_t mstep, int64_t nstep)
     void synet_dc_amx_config(int rows)
@@ -509,8 +526,10 @@ cdef void _pad_row(const src_t* src, uint16_t* a, const Plan* p, Py_ssize_t r) n
     if p.nhwc:
         s = src + (n * p.src_h + y) * p.src_w * p.src_c
         if p.cgp == p.cg_in:
-            for x in range(p.src_w * p.src_c):
-                d[x] = _bf16_of(s[x])
+            if src_t is float:
+                synet_dc_cvt_row(s, d, p.src_w * p.src_c)
+            else:
+                memcpy(d, s, p.src_w * p.src_c * 2)
         else:
             for x in range(p.src_w):
                 for g in range(p.group):
@@ -573,10 +592,10 @@ cdef void _amx_task(const uint16_t* a, void* dst, const Plan* p, Py_ssize_t task
     cdef Py_ssize_t t = task, u, ob, g, n, s0, s1, M, phase, nvalid, nv, oc0, off, mstep, nstep
     cdef float tile[32 * 32]
     cdef const uint16_t* img
+    ob = t % p.nblocks      # channel blocks of one unit run back to back: its source tiles stay in cache
+    t = t // p.nblocks
     u = t % p.nunits
     t = t // p.nunits
-    ob = t % p.nblocks
-    t = t // p.nblocks
     g = t % p.group
     n = t // p.group
     s0 = p.unit_s0[u]
