@@ -518,10 +518,13 @@ cdef void _pad_row(const src_t* src, uint16_t* a, const Plan* p, Py_ssize_t r) n
     n = r // p.hp
     y = r % p.hp - p.ply
     d = a + r * row_len
-    if y < 0 or y >= p.src_h or p.cgp != p.cg_in or p.plx or p.wp != p.src_w + p.plx:
+    if y < 0 or y >= p.src_h or p.cgp != p.cg_in:
         memset(d, 0, row_len * 2)
-    if y < 0 or y >= p.src_h:
-        return
+        if y < 0 or y >= p.src_h:
+            return
+    else:  # only the left and right borders
+        memset(d, 0, p.plx * p.cpt * 2)
+        memset(d + (p.plx + p.src_w) * p.cpt, 0, (p.wp - p.plx - p.src_w) * p.cpt * 2)
     d = d + p.plx * p.cpt
     if p.nhwc:
         s = src + (n * p.src_h + y) * p.src_w * p.src_c
@@ -633,10 +636,15 @@ cdef void _pad_row_f32(const src_t* src, float* a, const Plan* p, Py_ssize_t r) 
     cdef const src_t* s
     y = r % p.hp - p.ply
     d = a + r * row_len
-    if y < 0 or y >= p.src_h or p.plx or p.wp != p.src_w:
-        memset(d, 0, row_len * 4)
     if y < 0 or y >= p.src_h:
+        memset(d, 0, row_len * 4)
         return
+    if p.nhwc:  # only the left and right borders
+        memset(d, 0, p.plx * p.src_c * 4)
+        memset(d + (p.plx + p.src_w) * p.src_c, 0, (p.wp - p.plx - p.src_w) * p.src_c * 4)
+    else:
+        memset(d, 0, p.plx * 4)
+        memset(d + p.plx + p.src_w, 0, (p.wp - p.plx - p.src_w) * 4)
     if p.nhwc:
         n = r // p.hp
         d = d + p.plx * p.src_c
@@ -697,7 +705,7 @@ cdef void _depthwise_task(const float* a, void* dst, const Plan* p, Py_ssize_t t
 cdef void _run_gemm(const src_t* src, uint16_t* abuf, void* dst, Plan* p, bint direct, int threads) noexcept nogil:
     """Pad/convert the source (unless direct), then all output tasks: one parallel region per call.
 
-    Tasks are scheduled dynamically (a thread the OS delays does not hold back a fixed share);
+    Tasks are scheduled "guided" (a thread the OS delays does not hold back a fixed share);
     every output element is still summed by one task in a fixed order, whatever thread runs it.
     """
     cdef Py_ssize_t task, r
@@ -716,11 +724,11 @@ cdef void _run_gemm(const src_t* src, uint16_t* abuf, void* dst, Plan* p, bint d
         for r in prange(pad_rows, schedule="static"):
             _pad_row(src, abuf, p, r)
         if p.amx:
-            for task in prange(p.ntasks, schedule="dynamic"):
+            for task in prange(p.ntasks, schedule="guided"):
                 _amx_task(a, dst, p, task, rows + 16 * threadid())
             synet_dc_amx_release()
         else:
-            for task in prange(p.ntasks, schedule="dynamic"):
+            for task in prange(p.ntasks, schedule="guided"):
                 _gemm_task(a, dst, p, task)
     if rows != &one_rows[0]:
         free(rows)
@@ -734,7 +742,7 @@ cdef void _run_depthwise(const src_t* src, float* abuf, void* dst, Plan* p, int 
     with parallel(num_threads=threads if work >= PARALLEL_MIN else 1):
         for r in prange(pad_rows, schedule="static"):
             _pad_row_f32(src, abuf, p, r)
-        for task in prange(ntasks, schedule="dynamic"):
+        for task in prange(ntasks, schedule="guided"):
             _depthwise_task(abuf, dst, p, task)
 
 
