@@ -1098,9 +1098,11 @@ cdef class Deconvolution16b:
         [srcC, kY, kX, dstC/group]. params: at least the values the activation uses
         (dstC slopes for PRELU); None takes SPEC §2's defaults.
         """
-        self._require_init()
-        conv = self._conv
         cdef Plan* p = &self._plan
+        with self._lock:
+            self._require_init()
+            conv = self._conv
+            key = self._key
         g, cg_in, cg_out = conv.group, p.cg_in, p.cg_out
         ky, kx = conv.kernel_y, conv.kernel_x
         n_weight = conv.src_c * ky * kx * cg_out
@@ -1165,6 +1167,8 @@ cdef class Deconvolution16b:
                         offset += blk.size
             packed = np.concatenate(pieces + [np.zeros(64, np.uint16)])
         with self._lock:
+            if self._key is not key:   # init/clear ran meanwhile: these weights fit the old geometry
+                raise RuntimeError("Deconvolution16b.set_params: the context was re-initialised during the call")
             self._weights, self._bias, self._params, self._wofs = packed, b, prm, wofs
             self._ready = True
 
@@ -1177,30 +1181,39 @@ cdef class Deconvolution16b:
         bits), batch·srcC·srcH·srcW elements. buf: uint8 scratch of >= external_buffer_size() bytes,
         or None. dst: C-contiguous, dst type, batch·dstC·dstH·dstW elements.
         """
-        self._require_init()
-        if not self._ready:
-            raise RuntimeError("Deconvolution16b.forward: call set_params() before forward()")
         cdef int threads = resolve_num_threads(n_threads)
-        cdef Plan plan = self._plan        # a private copy: concurrent calls share nothing mutable
-        weights, bias, prm, wofs = self._weights, self._bias, self._params, self._wofs
-        src = check_buffer(src, "src", self._src_dtypes, self._src_size)
+        cdef Plan plan
+        cdef Py_ssize_t src_size = 0, dst_size = 0, buf_size = 0
+        with self._lock:   # one consistent snapshot: a concurrent init/set_params/clear cannot pull it away
+            self._require_init()
+            if not self._ready:
+                raise RuntimeError("Deconvolution16b.forward: call set_params() before forward()")
+            plan = self._plan     # a private copy; `keep` holds the tables it points into
+            keep = self._keep
+            weights, bias, prm, wofs = self._weights, self._bias, self._params, self._wofs
+            src_dtypes, src_size = self._src_dtypes, self._src_size
+            dst_dtypes, dst_dtype, dst_shape, dst_size = self._dst_dtypes, self._dst_dtype, self._dst_shape, self._dst_size
+            buf_size = self._buf_size
+            impl = self._impl
+            direct = self._direct
+        src = check_buffer(src, "src", src_dtypes, src_size)
         if dst is None:
-            dst = np.empty(self._dst_shape, self._dst_dtype)
+            dst = np.empty(dst_shape, dst_dtype)
         else:
-            dst = check_buffer(dst, "dst", self._dst_dtypes, self._dst_size, writeable=True)
+            dst = check_buffer(dst, "dst", dst_dtypes, dst_size, writeable=True)
             if np.may_share_memory(dst, src):
                 raise ValueError("dst: must not overlap src")
-        if self._buf_size:
+        if buf_size:
             if buf is None:
-                buf = np.empty(self._buf_size, np.uint8)
+                buf = np.empty(buf_size, np.uint8)
             else:
                 buf = require_array(buf, "buf")
                 if buf.dtype != np.uint8:
                     raise ValueError(f"buf: expected dtype uint8, got {buf.dtype}")
                 if not buf.flags.c_contiguous or not buf.flags.writeable:
                     raise ValueError("buf: expected a writeable C-contiguous array")
-                if buf.size < self._buf_size:
-                    raise ValueError(f"buf: expected >= {self._buf_size} bytes (external_buffer_size()), "
+                if buf.size < buf_size:
+                    raise ValueError(f"buf: expected >= {buf_size} bytes (external_buffer_size()), "
                                      f"got {buf.size}")
                 if np.may_share_memory(buf, dst) or np.may_share_memory(buf, src):
                     raise ValueError("buf: must not overlap src or dst")
@@ -1218,13 +1231,13 @@ cdef class Deconvolution16b:
         plan.bias = &vb[0]
         plan.params = &vp[0]
         plan.wofs = &vo[0]
-        if self._impl == IMPL_DEPTHWISE:
+        if impl == IMPL_DEPTHWISE:
             vw32 = weights
             plan.wdw = &vw32[0]
         else:
             vw16 = weights
             plan.weights = &vw16[0]
-        if self._buf_size:
+        if buf_size:
             vbuf = buf.reshape(-1)
             abuf = <char*>&vbuf[0]
             abuf = abuf + ((64 - (<size_t>abuf) % 64) % 64)
@@ -1232,20 +1245,20 @@ cdef class Deconvolution16b:
         cdef const uint16_t[::1] s16
         cdef void* d = _data_ptr(dst)
         cdef bint src_f32 = src.dtype == _FLOAT32
-        cdef bint direct = self._direct
-        cdef int impl = self._impl
+        cdef bint is_direct = direct
+        cdef int c_impl = impl
         if src_f32:
             s32 = src.reshape(-1)
             with nogil:
-                if impl == IMPL_GEMM:
+                if c_impl == IMPL_GEMM:
                     _run_gemm(&s32[0], <uint16_t*>abuf, d, &plan, False, threads)
                 else:
                     _run_depthwise(&s32[0], <float*>abuf, d, &plan, threads)
         else:
             s16 = src.reshape(-1).view(np.uint16)
             with nogil:
-                if impl == IMPL_GEMM:
-                    _run_gemm(&s16[0], <uint16_t*>abuf, d, &plan, direct, threads)
+                if c_impl == IMPL_GEMM:
+                    _run_gemm(&s16[0], <uint16_t*>abuf, d, &plan, is_direct, threads)
                 else:
                     _run_depthwise(&s16[0], <float*>abuf, d, &plan, threads)
         return dst
