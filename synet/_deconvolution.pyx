@@ -1184,6 +1184,8 @@ cdef class Deconvolution16b:
         cdef int threads = resolve_num_threads(n_threads)
         cdef Plan plan
         cdef Py_ssize_t src_size = 0, dst_size = 0, buf_size = 0
+        cdef int impl = 0
+        cdef bint direct = False
         with self._lock:   # one consistent snapshot: a concurrent init/set_params/clear cannot pull it away
             self._require_init()
             if not self._ready:
@@ -1245,20 +1247,18 @@ cdef class Deconvolution16b:
         cdef const uint16_t[::1] s16
         cdef void* d = _data_ptr(dst)
         cdef bint src_f32 = src.dtype == _FLOAT32
-        cdef bint is_direct = direct
-        cdef int c_impl = impl
         if src_f32:
             s32 = src.reshape(-1)
             with nogil:
-                if c_impl == IMPL_GEMM:
+                if impl == IMPL_GEMM:
                     _run_gemm(&s32[0], <uint16_t*>abuf, d, &plan, False, threads)
                 else:
                     _run_depthwise(&s32[0], <float*>abuf, d, &plan, threads)
         else:
             s16 = src.reshape(-1).view(np.uint16)
             with nogil:
-                if c_impl == IMPL_GEMM:
-                    _run_gemm(&s16[0], <uint16_t*>abuf, d, &plan, is_direct, threads)
+                if impl == IMPL_GEMM:
+                    _run_gemm(&s16[0], <uint16_t*>abuf, d, &plan, direct, threads)
                 else:
                     _run_depthwise(&s16[0], <float*>abuf, d, &plan, threads)
         return dst
