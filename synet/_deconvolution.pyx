@@ -186,7 +186,19 @@ cdef extern from * nogil:
         uint16_t *d16 = (uint16_t *)dst;
         if (nstep == 1) {
             for (int64_t m = 0; m < M; ++m) {
-                for (int64_t n = 0; n < N; n += 16) {
+                int64_t n = 0;
+                if (!bf16) {  /* FP32: a short first store up to the cache line, then whole lines */
+                    int64_t head = (int64_t)(((64u - ((uintptr_t)(d32 + off + m * mstep) & 63u)) & 63u) >> 2);
+                    if (head > N) head = N;
+                    if (head) {
+                        const __mmask16 k = (__mmask16)((1u << head) - 1);
+                        __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, acc + m * mstride), _mm512_maskz_loadu_ps(k, bias));
+                        if (relu) v = _mm512_max_ps(zero, v);
+                        _mm512_mask_storeu_ps(d32 + off + m * mstep, k, v);
+                        n = head;
+                    }
+                }
+                for (; n < N; n += 16) {
                     const __mmask16 k = N - n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (N - n)) - 1);
                     __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, acc + m * mstride + n), _mm512_maskz_loadu_ps(k, bias + n));
                     if (relu) v = _mm512_max_ps(zero, v);
