@@ -134,6 +134,8 @@ def run_case(fmt, n, cg_in, cg_out, groups, hw, kernel, stride, dilation, pads, 
     assert y.shape == ((n, conv.dst_h, conv.dst_w, c_out) if nhwc else (n, c_out, conv.dst_h, conv.dst_w))
     ref, mag = reference(bf16_round(x), bf16_round(w), b, stride, pads, dilation, groups)
     p = params if params is not None else DEFAULTS.get(act)
+    if p is not None:  # the op takes its parameters as FP32
+        p = np.asarray(p, np.float32).astype(np.float64)
     ref = activate(ref, act, p)
     assert_close(to_nchw(y) if nhwc else y, ref, mag, dst_bf16)
     return d, xs, y
