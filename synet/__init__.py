@@ -19,6 +19,8 @@ from ._kernels import (
     round_to_bfloat16,
     set_num_threads,
 )
+from ._conv_params import ConvParams
+from ._deconvolution import Deconvolution16b, conv_transpose2d
 from ._gather import GatherElements, gather_elements
 from ._quantized_add import QuantizedAdd, quantized_add
 from ._types import Activation, Compatibility, DataType, TensorFormat
@@ -28,13 +30,16 @@ __version__ = "0.1.0"
 __all__ = [
     "Activation",
     "Compatibility",
+    "ConvParams",
     "DataType",
+    "Deconvolution16b",
     "GatherElements",
     "QuantizedAdd",
     "TensorFormat",
     "__version__",
     "bfloat16_to_float32",
     "config",
+    "conv_transpose2d",
     "float32_to_bfloat16",
     "gather_elements",
     "get_include",

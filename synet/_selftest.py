@@ -39,4 +39,16 @@ def selftest() -> bool:
             diff = np.abs(got.astype(int) - expected)
             results.append(_check(f"quantized_add u8 {act} {'per-channel' if other is c else 'equal shapes'}"
                                   " == float64 formula", bool((diff <= 1).all() and (diff[~near_tie] == 0).all())))
+    x = rng.standard_normal((1, 32, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((32, 8, 3, 3)).astype(np.float32)
+    xr = x.astype(ml_dtypes.bfloat16).astype(np.float64)
+    wr = w.astype(ml_dtypes.bfloat16).astype(np.float64)
+    ref = np.zeros((1, 8, 13, 11))  # stride 2, kernel 3: full output 13x11, then pad 1
+    for a in range(3):
+        for b in range(3):
+            ref[:, :, a:a + 11:2, b:b + 9:2] += np.einsum("nchw,cd->ndhw", xr, wr[:, :, a, b])
+    ref = ref[:, :, 1:-1, 1:-1]
+    got = synet.conv_transpose2d(x, w, stride=2, padding=1)
+    results.append(_check("conv_transpose2d == float64 reference (BF16 operands)",
+                          bool(np.allclose(got, ref, rtol=0, atol=1e-4))))
     return all(results)

@@ -84,7 +84,7 @@ def measure(candidates: dict[str, Callable[[], object]], repeats: int, target_s:
 
 
 # One module per op, each with a WORKLOADS list.
-OP_MODULES = ("gather", "bf16", "quantized_add")
+OP_MODULES = ("gather", "bf16", "quantized_add", "deconvolution")
 
 
 def all_workloads() -> list[Workload]:

@@ -1,0 +1,93 @@
+"""Deconvolution16b workloads D1-D5 (issue #4) against torch conv_transpose2d and onnxruntime."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+import synet
+
+from . import Workload, optional, ort_session, torch_single_thread
+
+RNG_SEED = 2026
+
+
+def _ort_conv_transpose(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, kernel, stride, pad, group):
+    """An onnxruntime ConvTranspose (NCHW, fp32, one thread), or None."""
+    onnx = optional("onnx")
+    if onnx is None:
+        return None
+    from onnx import TensorProto, helper, numpy_helper
+
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], kernel_shape=[kernel, kernel],
+                            strides=[stride, stride], pads=[pad] * 4, group=group)
+    graph = helper.make_graph([node], "deconv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=[numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    session = ort_session(model)
+    if session is None:
+        return None
+    feeds = {"x": x}
+    return lambda: session.run(None, feeds)
+
+
+def _workload(name, layout, src_c, size, dst_c, kernel, stride, pad, group=1, dtype="f32", ort=False):
+    src_h, src_w = size
+    bf16 = dtype == "bf16"
+
+    def make():
+        rng = np.random.default_rng(RNG_SEED)
+        x = rng.standard_normal((1, src_c, src_h, src_w)).astype(np.float32)        # NCHW
+        w = (rng.standard_normal((src_c, dst_c // group, kernel, kernel)) * 0.1).astype(np.float32)
+        b = rng.standard_normal(dst_c).astype(np.float32)
+        nhwc = layout == "NHWC"
+        xs = np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if nhwc else x
+        ws = np.ascontiguousarray(w.transpose(0, 2, 3, 1)) if nhwc else w
+        if bf16:
+            xs = xs.astype(ml_dtypes.bfloat16)
+        conv = synet.ConvParams.deconvolution(src_c, src_h, src_w, dst_c, kernel, stride, 1, pad, group,
+                                              src_type=dtype, dst_type=dtype, format=layout)
+        context = synet.Deconvolution16b()
+        context.init(1, conv)
+        context.set_params(ws, b)
+        dst = context.forward(xs)
+        buf = np.empty(context.external_buffer_size(), np.uint8)
+        candidates = {
+            "synet": lambda: context.forward(xs, buf, dst, n_threads=1),
+            "synet x2": lambda: context.forward(xs, buf, dst, n_threads=2),
+        }
+        torch = torch_single_thread()
+        if torch is not None:
+            import torch.nn.functional as F
+
+            fmt = torch.channels_last if nhwc else torch.contiguous_format
+            for label, tdtype in (("torch fp32", torch.float32), ("torch bf16", torch.bfloat16)):
+                tx = torch.from_numpy(x).to(tdtype).contiguous(memory_format=fmt)
+                tw = torch.from_numpy(w).to(tdtype).contiguous(memory_format=fmt)
+                tb = torch.from_numpy(b).to(tdtype)
+
+                def run(tx=tx, tw=tw, tb=tb):
+                    with torch.inference_mode():
+                        return F.conv_transpose2d(tx, tw, tb, stride=stride, padding=pad, groups=group)
+                candidates[label] = run
+        if ort and not nhwc:
+            session = _ort_conv_transpose(x, w, b, kernel, stride, pad, group)
+            if session is not None:
+                candidates["onnxruntime fp32"] = session
+        return candidates
+
+    flops = 2 * kernel * kernel * src_c * src_h * src_w * dst_c // group
+    title = (f"{layout} {src_c}x{src_h}x{src_w} -> {dst_c}, k{kernel} s{stride} p{pad}"
+             + (f" g{group}" if group > 1 else "") + f", {dtype}")
+    return Workload(name, title, make, flops=flops)
+
+
+WORKLOADS = [
+    _workload("D1", "NCHW", 256, (16, 16), 128, 4, 2, 1, ort=True),
+    _workload("D2", "NHWC", 64, (32, 32), 64, 2, 2, 0),
+    _workload("D3", "NHWC", 256, (17, 15), 256, 1, 1, 0, dtype="bf16"),
+    _workload("D4", "NCHW", 64, (64, 64), 64, 4, 2, 1, group=64, ort=True),
+    _workload("D5", "NHWC", 128, (64, 64), 64, 4, 2, 1),
+]

@@ -1,0 +1,478 @@
+"""Deconvolution16b / conv_transpose2d against an independent float64 NumPy reference."""
+
+import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import synet
+from synet import Activation, Compatibility, ConvParams, DataType, Deconvolution16b, conv_transpose2d
+from synet._deconvolution import HARDWARE_AMX, HARDWARE_BF16
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference
+
+
+def bf16_round(a):
+    """float64 copy of the values rounded to bfloat16 (nearest-even), as the op does."""
+    return np.asarray(a, np.float32).astype(BF16).astype(np.float64)
+
+
+def reference(x, w, bias, stride, pads, dilation, groups):
+    """Transposed convolution in float64 on NCHW x [N, C, H, W], weight [C, Cg_out, kY, kX].
+
+    pads = (top, left, bottom, right); a negative bottom/right adds rows/columns (output_padding).
+    Returns (result incl. bias, Σ|x·w| per output).
+    """
+    n, c, h, wd = x.shape
+    cg_out, ky, kx = w.shape[1:]
+    sy, sx = stride
+    dy, dx = dilation
+    top, left, bottom, right = pads
+    dst_h = sy * (h - 1) + dy * (ky - 1) + 1 - top - bottom
+    dst_w = sx * (wd - 1) + dx * (kx - 1) + 1 - left - right
+    full_h = max(sy * (h - 1) + dy * (ky - 1) + 1, top + dst_h)
+    full_w = max(sx * (wd - 1) + dx * (kx - 1) + 1, left + dst_w)
+    out = np.zeros((n, groups, cg_out, full_h, full_w))
+    mag = np.zeros_like(out)
+    xg = x.reshape(n, groups, c // groups, h, wd)
+    wg = w.reshape(groups, c // groups, cg_out, ky, kx)
+    for a in range(ky):
+        for b in range(kx):
+            where = (Ellipsis, slice(a * dy, a * dy + sy * (h - 1) + 1, sy), slice(b * dx, b * dx + sx * (wd - 1) + 1, sx))
+            out[where] += np.einsum("ngchw,gcd->ngdhw", xg, wg[:, :, :, a, b])
+            mag[where] += np.einsum("ngchw,gcd->ngdhw", np.abs(xg), np.abs(wg[:, :, :, a, b]))
+    out = out.reshape(n, -1, full_h, full_w)[:, :, top:top + dst_h, left:left + dst_w]
+    mag = mag.reshape(n, -1, full_h, full_w)[:, :, top:top + dst_h, left:left + dst_w]
+    if bias is not None:
+        out = out + np.asarray(bias, np.float64)[None, :, None, None]
+    return out, mag
+
+
+def activate(x, act, params, channel_axis=1):
+    """SPEC §2's activations in float64."""
+    p = params
+    if act == Activation.IDENTITY:
+        return x
+    if act == Activation.RELU:
+        return np.maximum(x, 0)
+    if act == Activation.LEAKY_RELU:
+        return np.where(x > 0, x, p[0] * x)
+    if act == Activation.RESTRICT_RANGE:
+        return np.minimum(np.maximum(p[0], x), p[1])
+    if act == Activation.PRELU:
+        shape = [1] * x.ndim
+        shape[channel_axis] = -1
+        return np.where(x > 0, x, np.asarray(p, np.float64).reshape(shape) * x)
+    if act == Activation.ELU:
+        return np.where(x >= 0, x, p[0] * np.expm1(np.minimum(x, 0)))
+    if act == Activation.HSWISH:
+        return np.maximum(np.minimum(x, p[0]) + p[0], 0) * p[1] * x
+    if act == Activation.MISH:
+        return np.where(x > p[0], x, x * np.tanh(np.log1p(np.exp(np.minimum(x, p[0])))))
+    if act == Activation.HARD_SIGMOID:
+        return np.maximum(0, np.minimum(x * p[0] + p[1], 1))
+    if act == Activation.SWISH:
+        return x / (1 + np.exp(-p[0] * x))
+    if act == Activation.GELU:
+        return x * (1 + np.vectorize(math.erf, otypes=[np.float64])(x / math.sqrt(2))) / 2
+    raise AssertionError(act)
+
+
+DEFAULTS = {Activation.LEAKY_RELU: [0.01], Activation.RESTRICT_RANGE: [0.0, 6.0], Activation.ELU: [1.0],
+            Activation.HSWISH: [3.0, 1 / 6], Activation.MISH: [20.0], Activation.HARD_SIGMOID: [1 / 6, 0.5],
+            Activation.SWISH: [1.0]}
+
+
+def assert_close(got, ref, mag, dst_bf16):
+    """FP32: within 1e-5·Σ|x·w| (x2 for the activation's slope) + float32 rounding; BF16: + one BF16 ulp."""
+    got = got.astype(np.float64)
+    tol = 2e-5 * mag + 2e-7 * np.abs(ref) + 1e-30
+    if dst_bf16:
+        tol = tol + np.abs(ref) * 2.0 ** -7
+    bad = ~(np.abs(got - ref) <= tol) & ~(np.isnan(got) & np.isnan(ref))
+    assert not bad.any(), (f"{bad.sum()} of {bad.size} outside tolerance; worst at {np.argwhere(bad)[0]}: "
+                           f"got {got[bad][0]}, expected {ref[bad][0]}")
+
+
+def to_nhwc(a):
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1))
+
+
+def to_nchw(a):
+    return np.ascontiguousarray(a.transpose(0, 3, 1, 2))
+
+
+def run_case(fmt, n, cg_in, cg_out, groups, hw, kernel, stride, dilation, pads, src_bf16, dst_bf16, act, bias,
+             seed, compat=0, n_threads=1, params=None):
+    rng = np.random.default_rng(seed)
+    pads = (pads,) * 4 if isinstance(pads, int) else tuple(pads)
+    c_in, c_out = cg_in * groups, cg_out * groups
+    x = rng.standard_normal((n, c_in, *hw)).astype(np.float32)
+    w = rng.standard_normal((c_in, cg_out, *kernel)).astype(np.float32)
+    b = rng.standard_normal(c_out).astype(np.float32) if bias else None
+    if act == Activation.PRELU:
+        params = rng.uniform(-1, 1, c_out).astype(np.float32)
+    conv = ConvParams.deconvolution(c_in, hw[0], hw[1], c_out, kernel, stride, dilation, pads, groups, act,
+                                    "bf16" if src_bf16 else "f32", "bf16" if dst_bf16 else "f32", fmt)
+    d = Deconvolution16b()
+    d.init(n, conv, compat)
+    nhwc = fmt == "NHWC"
+    xs = to_nhwc(x) if nhwc else x
+    if src_bf16:
+        xs = xs.astype(BF16)
+    d.set_params(np.ascontiguousarray(w.transpose(0, 2, 3, 1)) if nhwc else w, b, params)
+    y = d.forward(xs, n_threads=n_threads)
+    assert y.dtype == (BF16 if dst_bf16 else np.float32)
+    assert y.shape == ((n, conv.dst_h, conv.dst_w, c_out) if nhwc else (n, c_out, conv.dst_h, conv.dst_w))
+    ref, mag = reference(bf16_round(x), bf16_round(w), b, stride, pads, dilation, groups)
+    p = params if params is not None else DEFAULTS.get(act)
+    if p is not None:  # the op takes its parameters as FP32
+        p = np.asarray(p, np.float32).astype(np.float64)
+    ref = activate(ref, act, p)
+    assert_close(to_nchw(y) if nhwc else y, ref, mag, dst_bf16)
+    return d, xs, y
+
+
+# ---------------------------------------------------------------------------------------------
+# Property test over geometries
+
+
+@st.composite
+def geometries(draw):
+    fmt = draw(st.sampled_from(["NCHW", "NHWC"]))
+    depthwise = draw(st.booleans()) and draw(st.booleans())
+    groups = draw(st.integers(1, 6)) if depthwise else draw(st.sampled_from([1, 1, 2, 3]))
+    cg_in = 1 if depthwise else draw(st.sampled_from([1, 2, 3, 5, 8, 16, 19, 33]))
+    cg_out = 1 if depthwise else draw(st.sampled_from([1, 3, 16, 17, 33, 70]))
+    kernel = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    hw = (draw(st.integers(1, 7)), draw(st.integers(1, 21)))
+    pads = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    dst_h = stride[0] * (hw[0] - 1) + dilation[0] * (kernel[0] - 1) + 1 - pads[0] - pads[2]
+    dst_w = stride[1] * (hw[1] - 1) + dilation[1] * (kernel[1] - 1) + 1 - pads[1] - pads[3]
+    if dst_h <= 0 or dst_w <= 0:
+        pads = (0, 0, 0, 0)
+    return dict(fmt=fmt, n=draw(st.integers(1, 2)), cg_in=cg_in, cg_out=cg_out, groups=groups, hw=hw,
+                kernel=kernel, stride=stride, dilation=dilation, pads=pads, src_bf16=draw(st.booleans()),
+                dst_bf16=draw(st.booleans()), act=draw(st.sampled_from(list(Activation))), bias=draw(st.booleans()),
+                seed=draw(st.integers(0, 2**16)), compat=draw(st.sampled_from([0, 0, 0, int(Compatibility.BF16_SOFT)])),
+                n_threads=draw(st.integers(1, 2)))
+
+
+@given(geometries())
+def test_matches_reference(case):
+    run_case(**case)
+
+
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("act", list(Activation))
+def test_activations(fmt, act):
+    run_case(fmt, 1, 20, 18, 1, (5, 6), (3, 3), (2, 2), (1, 1), (1, 0, 0, 1), False, False, act, True, int(act))
+
+
+@pytest.mark.parametrize("params", [[0.2], [0.3, 2.5, 99.0]])
+def test_activation_params_extra_values_ignored(params):
+    act = Activation.LEAKY_RELU if len(params) == 1 else Activation.RESTRICT_RANGE
+    run_case("NCHW", 1, 4, 4, 1, (4, 4), (2, 2), (2, 2), (1, 1), 0, False, False, act, True, 3,
+             params=np.array(params, np.float32))
+
+
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("cg_in, cg_out, groups", [(64, 64, 1), (32, 48, 2), (1, 1, 24), (3, 5, 1)])
+def test_workload_shapes(fmt, cg_in, cg_out, groups):
+    """Sizes like the benchmarks' (both kernels: AMX for >= 16 channels per group, vector otherwise)."""
+    run_case(fmt, 2, cg_in, cg_out, groups, (9, 11), (4, 4), (2, 2), (1, 1), 1, False, False,
+             Activation.IDENTITY, True, 7)
+
+
+def test_kernel1_stride1_bf16_direct():
+    d, _, _ = run_case("NHWC", 1, 32, 40, 1, (7, 5), (1, 1), (1, 1), (1, 1), 0, True, True,
+                       Activation.RELU, True, 11)
+    if HARDWARE_AMX:
+        assert d.info().endswith("direct") and d.external_buffer_size() == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Threads and concurrency
+
+
+@pytest.mark.parametrize("cg_in", [3, 40])
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+def test_thread_count_agnostic(fmt, cg_in):
+    rng = np.random.default_rng(5)
+    conv = ConvParams.deconvolution(cg_in, 24, 20, 72, 4, 2, 1, 1, format=fmt, activation="gelu")
+    d = Deconvolution16b(2, conv)
+    d.set_params(rng.standard_normal(cg_in * 16 * 72).astype(np.float32), rng.standard_normal(72))
+    x = rng.standard_normal((2, cg_in, 24, 20) if fmt == "NCHW" else (2, 24, 20, cg_in)).astype(np.float32)
+    one = d.forward(x, n_threads=1)
+    for n in (2, 3):
+        assert np.array_equal(one.view(np.uint32), d.forward(x, n_threads=n).view(np.uint32))
+
+
+def test_depthwise_thread_count_agnostic():
+    rng = np.random.default_rng(6)
+    conv = ConvParams.deconvolution(16, 40, 40, 16, 4, 2, 1, 1, group=16)
+    d = Deconvolution16b(1, conv)
+    d.set_params(rng.standard_normal(16 * 16).astype(np.float32))
+    x = rng.standard_normal((1, 16, 40, 40)).astype(np.float32)
+    assert d.info() == "Cython::Depthwise fp32"
+    assert np.array_equal(d.forward(x, n_threads=1), d.forward(x, n_threads=2))
+
+
+def test_one_context_many_python_threads():
+    rng = np.random.default_rng(7)
+    conv = ConvParams.deconvolution(32, 12, 12, 24, 3, 2, 1, 1, format="NHWC")
+    d = Deconvolution16b(1, conv)
+    d.set_params(rng.standard_normal(32 * 9 * 24).astype(np.float32), rng.standard_normal(24))
+    xs = [rng.standard_normal((1, 12, 12, 32)).astype(np.float32) for _ in range(8)]
+    expected = [d.forward(x, n_threads=1) for x in xs]
+    barrier = threading.Barrier(4)
+
+    def work(i):
+        barrier.wait()
+        return [np.array_equal(d.forward(xs[(i + k) % 8], n_threads=1 + k % 2), expected[(i + k) % 8])
+                for k in range(8)]
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(all(r) for r in pool.map(work, range(4)))
+
+
+@pytest.mark.skipif(not HARDWARE_BF16, reason="no AVX-512 BF16")
+def test_soft_kernel_matches_hardware_order():
+    """BF16_SOFT's portable loop sums in vdpbf16ps's order: the same bits on normal data."""
+    rng = np.random.default_rng(8)
+    conv = ConvParams.deconvolution(6, 9, 9, 21, 3, 2, 1, 1)
+    x = rng.standard_normal((1, 6, 9, 9)).astype(np.float32)
+    w = rng.standard_normal(6 * 21 * 9).astype(np.float32)
+    out = []
+    for compat in (0, Compatibility.BF16_SOFT):
+        d = Deconvolution16b(1, conv, compat)
+        d.set_params(w)
+        out.append(d.forward(x))
+    assert "portable" in Deconvolution16b(1, conv, Compatibility.BF16_SOFT).info()
+    assert np.array_equal(out[0], out[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# Types, buffers, context life cycle
+
+
+def test_uint16_bits_and_external_buffer():
+    rng = np.random.default_rng(9)
+    conv = ConvParams.deconvolution(8, 5, 5, 8, 2, 2, src_type="bf16", dst_type="bf16")
+    d = Deconvolution16b(1, conv)
+    d.set_params(rng.standard_normal(8 * 8 * 4).astype(np.float32))
+    x = rng.standard_normal((1, 8, 5, 5)).astype(BF16)
+    expected = d.forward(x)
+    dst = np.zeros((1, 8, 10, 10), np.uint16)
+    buf = np.empty(max(d.external_buffer_size(), 1), np.uint8)
+    assert d.forward(x.view(np.uint16), buf, dst) is dst
+    assert np.array_equal(dst, expected.view(np.uint16))
+    assert d.internal_buffer_size() > 0
+
+
+def test_seed_example():
+    conv = ConvParams.deconvolution(4, 3, 3, 4, kernel=2, stride=2, format="NHWC")
+    assert (conv.dst_h, conv.dst_w) == (6, 6)
+    src = (np.arange(36, dtype=np.float32) * 0.01).reshape(1, 3, 3, 4)
+    weight = (np.arange(64, dtype=np.float32) * 0.02)
+    d = Deconvolution16b()
+    d.init(1, conv)
+    assert d.enable()
+    d.set_params(weight, np.zeros(4, np.float32), None)
+    dst = np.zeros((1, 6, 6, 4), np.float32)
+    d.forward(src, None, dst)
+    ref, mag = reference(bf16_round(to_nchw(src)), bf16_round(weight.reshape(4, 2, 2, 4).transpose(0, 3, 1, 2)),
+                         None, (2, 2), (0, 0, 0, 0), (1, 1), 1)
+    assert_close(to_nchw(dst), ref, mag, False)
+
+
+def test_init_same_arguments_keeps_weights_and_clear():
+    conv = ConvParams.deconvolution(4, 3, 3, 4, 2, 2)
+    d = Deconvolution16b(1, conv)
+    d.set_params(np.ones(64, np.float32))
+    d.init(1, ConvParams.deconvolution(4, 3, 3, 4, 2, 2))
+    d.forward(np.ones((1, 4, 3, 3), np.float32))
+    d.init(2, conv)
+    with pytest.raises(RuntimeError, match="set_params"):
+        d.forward(np.ones((2, 4, 3, 3), np.float32))
+    d.clear()
+    assert not d.enable()
+    with pytest.raises(RuntimeError, match="init"):
+        d.forward(np.ones((2, 4, 3, 3), np.float32))
+
+
+def test_conv_params_deconvolution():
+    c = ConvParams.deconvolution(8, 5, 7, 6, (3, 2), (2, 3), (1, 2), (1, 0, 2, 1), 2, "relu", "bf16", "f32", "nhwc")
+    assert (c.dst_h, c.dst_w) == (2 * 4 + 3 - 3, 3 * 6 + 2 + 1 - 1)
+    assert (c.pad_y, c.pad_x, c.pad_h, c.pad_w) == (1, 0, 2, 1)
+    assert c.src_type == DataType.BFLOAT16 and c.dst_type == DataType.FLOAT32 and c.activation == Activation.RELU
+    assert ConvParams.deconvolution(1, 4, 4, 1, 3, pad=(1, 0)).dst_h == 4
+    with pytest.raises(ValueError, match="dst size"):
+        ConvParams.deconvolution(1, 1, 1, 1, 1, pad=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+
+
+def good_conv(**changes):
+    conv = ConvParams.deconvolution(4, 3, 3, 6, 2, 2)
+    for key, value in changes.items():
+        setattr(conv, key, value)
+    return conv
+
+
+@pytest.mark.parametrize("changes, match", [
+    (dict(dst_h=7), "dst_h: expected 6"),
+    (dict(pad_y=5, pad_h=5), "dst size"),
+    (dict(group=4), "group: expected a divisor"),
+    (dict(group=3), "group: expected a divisor"),
+    (dict(src_type=DataType.UINT8), "src_type: expected FLOAT32 or BFLOAT16"),
+    (dict(dst_type="int32"), "dst_type: expected FLOAT32 or BFLOAT16"),
+    (dict(src_format="NCHW", dst_format="NHWC"), "dst_format: expected the src_format"),
+    (dict(src_format="NCWH"), "NCHW"),
+    (dict(kernel_y=0), "kernel_y: expected an int >= 1"),
+    (dict(activation="softmax"), "activation"),
+])
+def test_init_errors(changes, match):
+    with pytest.raises(ValueError, match=match):
+        Deconvolution16b().init(1, good_conv(**changes))
+
+
+def test_init_type_errors():
+    with pytest.raises(TypeError, match="ConvParams"):
+        Deconvolution16b().init(1, {"src_c": 4})
+    with pytest.raises(ValueError, match="batch"):
+        Deconvolution16b().init(0, good_conv())
+
+
+def test_set_params_errors():
+    d = Deconvolution16b()
+    with pytest.raises(RuntimeError, match="init"):
+        d.set_params(np.ones(48, np.float32))
+    d.init(1, good_conv())
+    with pytest.raises(ValueError, match=r"weight: expected 96 elements"):
+        d.set_params(np.ones(95, np.float32))
+    with pytest.raises(ValueError, match=r"bias: expected 6 elements"):
+        d.set_params(np.ones(96, np.float32), np.ones(5, np.float32))
+    d.init(1, good_conv(activation=Activation.PRELU))
+    with pytest.raises(ValueError, match="PRELU needs 6 slopes"):
+        d.set_params(np.ones(96, np.float32))
+    with pytest.raises(ValueError, match="PRELU needs 6 slopes"):
+        d.set_params(np.ones(96, np.float32), None, np.ones(2, np.float32))
+    d.init(1, good_conv(activation=Activation.RESTRICT_RANGE))
+    with pytest.raises(ValueError, match="needs 2 value"):
+        d.set_params(np.ones(96, np.float32), None, [1.0])
+
+
+def test_forward_errors():
+    d = Deconvolution16b(1, good_conv())
+    x = np.ones((1, 4, 3, 3), np.float32)
+    with pytest.raises(RuntimeError, match="set_params"):
+        d.forward(x)
+    d.set_params(np.ones(96, np.float32))
+    with pytest.raises(TypeError, match="src"):
+        d.forward(x.tolist())
+    with pytest.raises(ValueError, match="src: expected dtype float32"):
+        d.forward(x.astype(np.float64))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        d.forward(np.ones((1, 4, 3, 6), np.float32)[..., ::2])
+    with pytest.raises(ValueError, match="elements"):
+        d.forward(np.ones((1, 4, 3, 4), np.float32))
+    with pytest.raises(ValueError, match="dst: expected dtype float32"):
+        d.forward(x, None, np.ones((1, 6, 6, 6), np.float64))
+    with pytest.raises(ValueError, match="dst: expected 216 elements"):
+        d.forward(x, None, np.ones((1, 6, 6, 5), np.float32))
+    if d.external_buffer_size():
+        with pytest.raises(ValueError, match="buf: expected dtype uint8"):
+            d.forward(x, np.ones(d.external_buffer_size(), np.int8))
+        with pytest.raises(ValueError, match="buf: expected >="):
+            d.forward(x, np.ones(d.external_buffer_size() - 1, np.uint8))
+    with pytest.raises(TypeError, match="buf"):
+        d.forward(x, bytearray(10_000))
+    with pytest.raises(ValueError, match="n_threads"):
+        d.forward(x, n_threads=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# conv_transpose2d
+
+
+try:
+    import torch  # noqa: F811
+    import torch.nn.functional as F
+except Exception:  # pragma: no cover - torch is optional
+    torch = None
+
+
+@pytest.mark.skipif(torch is None, reason="torch not installed")
+@pytest.mark.parametrize("kw", [
+    dict(stride=2, padding=1, output_padding=1, groups=2, dilation=(1, 2)),
+    dict(stride=(3, 1), padding=(0, 2), output_padding=(2, 0), groups=1, dilation=1),
+    dict(stride=1, padding=0, output_padding=0, groups=4, dilation=3),
+    dict(stride=2, padding=1, output_padding=(1, 1), groups=8, dilation=1),
+])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_conv_transpose2d_matches_torch(kw, layout):
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((2, 8, 5, 7)).astype(np.float32)
+    w = rng.standard_normal((8, 24 // kw["groups"], 3, 2)).astype(np.float32)
+    b = rng.standard_normal(24).astype(np.float32)
+    t = F.conv_transpose2d(torch.from_numpy(bf16_round(x)), torch.from_numpy(bf16_round(w)),
+                           torch.from_numpy(b.astype(np.float64)), **kw).numpy()
+    if layout == "NHWC":
+        y = to_nchw(conv_transpose2d(to_nhwc(x), w.transpose(0, 2, 3, 1), b, layout="NHWC", **kw))
+    else:
+        y = conv_transpose2d(x, w, b, **kw)
+    assert y.shape == t.shape
+    scale = np.abs(bf16_round(x)).max() * np.abs(bf16_round(w)).max() * 8 * 6
+    np.testing.assert_allclose(y, t, rtol=0, atol=1e-5 * scale)
+
+
+def test_conv_transpose2d_forms():
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((3, 4, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 2, 2)).astype(np.float32)
+    y = conv_transpose2d(x, w, stride=2)                       # unbatched
+    assert y.shape == (2, 8, 8) and y.dtype == np.float32
+    assert np.array_equal(conv_transpose2d(x.tolist(), w.tolist(), stride=2), y)   # array-likes
+    yb = conv_transpose2d(x, w, stride=2, out_dtype="bf16")
+    assert yb.dtype == BF16
+    assert np.array_equal(yb, y.astype(BF16))
+    assert conv_transpose2d(x.astype(BF16), w, stride=2).dtype == BF16
+    out = np.empty((2, 8, 8), np.uint16)
+    assert conv_transpose2d(x, w, stride=2, out=out) is out
+    assert np.array_equal(out, y.astype(BF16).view(np.uint16))
+    r = conv_transpose2d(x, w, stride=2, activation="PRelu", activation_params=[0.5, -1.0])
+    expected = np.where(y > 0, y, np.array([0.5, -1.0], np.float32)[:, None, None] * y)
+    np.testing.assert_allclose(r, expected, rtol=1e-6, atol=1e-6)
+    assert np.array_equal(conv_transpose2d(x, w, stride=2, padding=(1, 0, 0, 1)), y[:, 1:, :7])
+
+
+def test_conv_transpose2d_errors():
+    x = np.ones((1, 4, 3, 3), np.float32)
+    w = np.ones((4, 2, 3, 3), np.float32)
+    with pytest.raises(ValueError, match="output_padding"):
+        conv_transpose2d(x, w, stride=2, output_padding=2)
+    with pytest.raises(ValueError, match="groups"):
+        conv_transpose2d(x, w, groups=3)
+    with pytest.raises(ValueError, match="input channels"):
+        conv_transpose2d(x, np.ones((3, 2, 3, 3), np.float32))
+    with pytest.raises(ValueError, match="out: expected shape"):
+        conv_transpose2d(x, w, out=np.empty((1, 2, 4, 4), np.float32))
+    with pytest.raises(ValueError, match="x: expected real numbers"):
+        conv_transpose2d(np.array([["a"]]), w)
+    with pytest.raises(ValueError, match="padding"):
+        conv_transpose2d(x, w, padding=3)
+    with pytest.raises(ValueError, match="layout"):
+        conv_transpose2d(x, w, layout="CHWN")
