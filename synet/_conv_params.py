@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import dataclasses
 
 import numpy as np
@@ -13,13 +15,13 @@ def _is_int(value: object) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
-def pair(value: object, name: str, minimum: int = 1) -> tuple[int, int]:
+def pair(value: Any, name: str, minimum: int = 1) -> tuple[int, int]:
     """An int or a (y, x) pair of ints, each >= minimum, as (y, x)."""
     if _is_int(value):
-        values = (int(value), int(value))
+        values: tuple[int, ...] = (int(value), int(value))
     else:
         try:
-            values = tuple(value)  # type: ignore[arg-type]
+            values = tuple(value)
         except TypeError:
             raise TypeError(f"{name}: expected an int or a (y, x) pair of ints, got {value!r}") from None
         if len(values) != 2 or not all(_is_int(v) for v in values):
@@ -27,16 +29,16 @@ def pair(value: object, name: str, minimum: int = 1) -> tuple[int, int]:
         values = (int(values[0]), int(values[1]))
     if min(values) < minimum:
         raise ValueError(f"{name}: expected values >= {minimum}, got {value!r}")
-    return values
+    return values[0], values[1]
 
 
-def pads(value: object, name: str = "pad") -> tuple[int, int, int, int]:
+def pads(value: Any, name: str = "pad") -> tuple[int, int, int, int]:
     """An int, (y, x) or (top, left, bottom, right) of ints >= 0, as (top, left, bottom, right)."""
     if _is_int(value):
-        values = (int(value),) * 4
+        values: tuple[int, ...] = (int(value),) * 4
     else:
         try:
-            values = tuple(value)  # type: ignore[arg-type]
+            values = tuple(value)
         except TypeError:
             raise TypeError(f"{name}: expected an int, (y, x) or (top, left, bottom, right), got {value!r}") from None
         if len(values) not in (2, 4) or not all(_is_int(v) for v in values):
@@ -46,7 +48,7 @@ def pads(value: object, name: str = "pad") -> tuple[int, int, int, int]:
             values = (values[0], values[1], values[0], values[1])
     if min(values) < 0:
         raise ValueError(f"{name}: expected pads >= 0, got {value!r}")
-    return values  # type: ignore[return-value]
+    return values[0], values[1], values[2], values[3]
 
 
 def deconvolution_size(src: int, kernel: int, stride: int, dilation: int, pad_begin: int, pad_end: int) -> int:

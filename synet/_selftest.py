@@ -44,9 +44,9 @@ def selftest() -> bool:
     xr = x.astype(ml_dtypes.bfloat16).astype(np.float64)
     wr = w.astype(ml_dtypes.bfloat16).astype(np.float64)
     ref = np.zeros((1, 8, 13, 11))  # stride 2, kernel 3: full output 13x11, then pad 1
-    for a in range(3):
-        for b in range(3):
-            ref[:, :, a:a + 11:2, b:b + 9:2] += np.einsum("nchw,cd->ndhw", xr, wr[:, :, a, b])
+    for ky in range(3):
+        for kx in range(3):
+            ref[:, :, ky:ky + 11:2, kx:kx + 9:2] += np.einsum("nchw,cd->ndhw", xr, wr[:, :, ky, kx])
     ref = ref[:, :, 1:-1, 1:-1]
     got = synet.conv_transpose2d(x, w, stride=2, padding=1)
     results.append(_check("conv_transpose2d == float64 reference (BF16 operands)",

@@ -1,0 +1,47 @@
+from typing import final
+
+import numpy as np
+import numpy.typing as npt
+
+from ._conv_params import ConvParams
+
+HARDWARE_BF16: bool
+HARDWARE_AMX: bool
+
+@final
+class Deconvolution16b:
+    def __init__(self, batch: int | None = None, conv: ConvParams | None = None, compatibility: int = 0) -> None: ...
+    def init(self, batch: int, conv: ConvParams, compatibility: int = 0) -> None: ...
+    def enable(self) -> bool: ...
+    def external_buffer_size(self) -> int: ...
+    def internal_buffer_size(self) -> int: ...
+    def info(self) -> str | None: ...
+    def set_params(
+        self, weight: npt.ArrayLike, bias: npt.ArrayLike | None = None, params: npt.ArrayLike | None = None
+    ) -> None: ...
+    def forward(
+        self, src: np.ndarray, buf: np.ndarray | None = None, dst: np.ndarray | None = None, *,
+        n_threads: int | None = None
+    ) -> np.ndarray: ...
+    def clear(self) -> None: ...
+    @property
+    def conv(self) -> ConvParams | None: ...
+
+def conv_transpose2d(
+    x: npt.ArrayLike,
+    weight: npt.ArrayLike,
+    bias: npt.ArrayLike | None = None,
+    stride: int | tuple[int, int] = 1,
+    padding: int | tuple[int, int] | tuple[int, int, int, int] = 0,
+    output_padding: int | tuple[int, int] = 0,
+    groups: int = 1,
+    dilation: int | tuple[int, int] = 1,
+    *,
+    layout: str = "NCHW",
+    activation: object = "identity",
+    activation_params: npt.ArrayLike | None = None,
+    out_dtype: npt.DTypeLike | None = None,
+    out: np.ndarray | None = None,
+    n_threads: int | None = None,
+) -> np.ndarray: ...
+def dtype_of_type(t: object) -> np.dtype: ...
