@@ -23,7 +23,7 @@ for member in synet/_gather.pyx synet/_gather.pxd synet/bf16.pxd synet/status.px
 done
 "$PY" -m venv "$WORK/user-env"
 "$WORK/user-env/bin/python" -m pip install --quiet --upgrade pip
-"$WORK/user-env/bin/python" -m pip install --quiet "$SDIST" pytest Cython "setuptools>=77" ml_dtypes
+"$WORK/user-env/bin/python" -m pip install --quiet "$SDIST" pytest hypothesis Cython "setuptools>=77"
 cd "$WORK"  # not the checkout: import the installed package
 "$WORK/user-env/bin/python" -c "import synet; synet.show_config(); import synet._selftest as s; assert s.selftest()"
 "$WORK/user-env/bin/python" -m pytest -q -p no:cacheprovider "$WORK/src/tests/test_downstream.py"
