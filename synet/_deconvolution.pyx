@@ -28,7 +28,6 @@ subnormal FP32 results to zero (DAZ/FTZ); normal-range data is unaffected.
 cimport cython
 from cython.parallel cimport parallel, prange, threadid
 from libc.stdlib cimport calloc, free
-from libc.math cimport exp, expm1, erf, log1p, tanh
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t
 from libc.string cimport memcpy, memset
 
@@ -37,8 +36,10 @@ import threading
 
 import numpy as np
 
+from synet.activations cimport ACT_COUNT, ACT_PRELU, activate_block, activate_store_fast
 from synet.bf16 cimport float32_to_bf16, bf16_to_float32
 
+from ._activations import activation_params
 from ._arrays import UINT16, check_buffer, require_array
 from ._conv_params import ConvParams, deconvolution_size, pads as _pads, pair as _pair
 from ._kernels import resolve_num_threads
@@ -162,86 +163,13 @@ cdef extern from * nogil:
         }
     }
 
-    /* ---- Vectorised epilogue for IDENTITY / RELU: dst = [relu](acc + bias), FP32 or BF16 (nearest-even). ---- */
     #if defined(__AVX512F__) && defined(__AVX512BW__)
-    static inline __m256i synet_dc_bf16_vec(__m512 v)
-    {
-        const __m512i bits = _mm512_castps_si512(v);
-        const __m512i abs = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
-        const __mmask16 nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7F800000));
-        __m512i r = _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF),
-                        _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1))));
-        r = _mm512_srli_epi32(r, 16);
-        r = _mm512_mask_or_epi32(r, nan, _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x8000)),
-                                 _mm512_set1_epi32(0x7FC0));
-        return _mm512_cvtepi32_epi16(r);
-    }
-
-    /* Returns 1 when done, 0 when the caller must use the scalar path. */
-    static int synet_dc_store_fast(const float *acc, int64_t mstride, int64_t M, int64_t N, const float *bias,
-                                   void *dst, int bf16, int relu, int64_t off, int64_t mstep, int64_t nstep)
-    {
-        const __m512 zero = _mm512_setzero_ps();
-        float *d32 = (float *)dst;
-        uint16_t *d16 = (uint16_t *)dst;
-        if (nstep == 1) {
-            for (int64_t m = 0; m < M; ++m) {
-                int64_t n = 0;
-                if (!bf16) {  /* FP32: a short first store up to the cache line, then whole lines */
-                    int64_t head = (int64_t)(((64u - ((uintptr_t)(d32 + off + m * mstep) & 63u)) & 63u) >> 2);
-                    if (head > N) head = N;
-                    if (head) {
-                        const __mmask16 k = (__mmask16)((1u << head) - 1);
-                        __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, acc + m * mstride), _mm512_maskz_loadu_ps(k, bias));
-                        if (relu) v = _mm512_max_ps(zero, v);
-                        _mm512_mask_storeu_ps(d32 + off + m * mstep, k, v);
-                        n = head;
-                    }
-                }
-                for (; n < N; n += 16) {
-                    const __mmask16 k = N - n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (N - n)) - 1);
-                    __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, acc + m * mstride + n), _mm512_maskz_loadu_ps(k, bias + n));
-                    if (relu) v = _mm512_max_ps(zero, v);
-                    if (bf16) _mm256_mask_storeu_epi16(d16 + off + m * mstep + n, k, synet_dc_bf16_vec(v));
-                    else _mm512_mask_storeu_ps(d32 + off + m * mstep + n, k, v);
-                }
-            }
-            return 1;
-        }
-        if (mstride > (1 << 26) || mstep > (1 << 26)) return 0;
-        const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        const __m512i gidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)mstride));
-        const __m512i sidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)mstep));
-        for (int64_t n = 0; n < N; ++n) {
-            const __m512 b = _mm512_set1_ps(bias[n]);
-            for (int64_t m = 0; m < M; m += 16) {
-                const __mmask16 k = M - m >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (M - m)) - 1);
-                __m512 v = _mm512_mask_i32gather_ps(zero, k, gidx, acc + m * mstride + n, 4);
-                v = _mm512_add_ps(v, b);
-                if (relu) v = _mm512_max_ps(zero, v);
-                const int64_t o = off + n * nstep + m * mstep;
-                if (bf16) {
-                    if (mstep == 1) _mm256_mask_storeu_epi16(d16 + o, k, synet_dc_bf16_vec(v));
-                    else {
-                        uint16_t tmp[16];
-                        _mm256_storeu_si256((__m256i *)tmp, synet_dc_bf16_vec(v));
-                        for (int64_t i = 0; i < 16 && m + i < M; ++i) d16[o + i * mstep] = tmp[i];
-                    }
-                } else if (mstep == 1) {
-                    _mm512_mask_storeu_ps(d32 + o, k, v);
-                } else {
-                    _mm512_mask_i32scatter_ps(d32 + o, k, sidx, v, 4);
-                }
-            }
-        }
-        return 1;
-    }
     /* d[i] = bf16(s[i]) (nearest-even, NaN quiet), i < n. */
     static void synet_dc_cvt_row(const float *s, uint16_t *d, int64_t n)
     {
         for (int64_t i = 0; i < n; i += 16) {
             const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-            _mm256_mask_storeu_epi16(d + i, k, synet_dc_bf16_vec(_mm512_maskz_loadu_ps(k, s + i)));
+            _mm256_mask_storeu_epi16(d + i, k, synet_act_bf16_vec(_mm512_maskz_loadu_ps(k, s + i)));
         }
     }
     #else
@@ -253,10 +181,6 @@ cdef extern from * nogil:
                                                   : (uint16_t)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
         }
     }
-    static int synet_dc_store_fast(const float *acc, int64_t mstride, int64_t M, int64_t N, const float *bias,
-                                   void *dst, int bf16, int relu, int64_t off, int64_t mstep, int64_t nstep)
-    { (void)acc; (void)mstride; (void)M; (void)N; (void)bias; (void)dst; (void)bf16; (void)relu; (void)off;
-      (void)mstep; (void)nstep; return 0; }
     #endif
 
     /* ---- AMX (tile) BF16 kernel: Linux asks the kernel for the tile state once per process. ---- */
@@ -364,8 +288,6 @@ cdef extern from * nogil:
                        int64_t ps, const uint16_t *b, float *out, int M, int NV, int soft)
     int synet_dc_amx_init()
     void synet_dc_cvt_row(const float *s, uint16_t *d, int64_t n)
-    int synet_dc_store_fast(const float *acc, int64_t mstride, int64_t M, int64_t N, const float *bias,
-                            void *dst, int bf16, int relu, int64_t off, int64_t mstep, int64_t nstep)
     void synet_dc_amx_config(int rows)
     void synet_dc_amx_release()
     void synet_dc_amx_unit(const uint16_t *a0, const uint16_t *a1, const int64_t *toff, int64_t ntaps,
@@ -385,63 +307,11 @@ cdef enum:
     IMPL_GEMM = 1
     IMPL_DEPTHWISE = 2
     DW_CHUNK = 256            # depthwise accumulator length
+    STORE_RUN = 64            # epilogue: values activated together
     PARALLEL_MIN = 1 << 18    # multiply-adds below which a call runs on one thread
-
-cdef enum Act:
-    IDENTITY = 0
-    RELU = 1
-    LEAKY_RELU = 2
-    RESTRICT_RANGE = 3
-    PRELU = 4
-    ELU = 5
-    HSWISH = 6
-    MISH = 7
-    HARD_SIGMOID = 8
-    SWISH = 9
-    GELU = 10
 
 HARDWARE_BF16 = bool(synet_dc_hard())
 HARDWARE_AMX = bool(synet_dc_amx_init())  # asks Linux for the AMX tile state (once)
-
-# ---------------------------------------------------------------------------------------------
-# Activation (SPEC §2). Kept in one function so that it can move to a shared activations.pxd.
-
-# the defaults of SPEC §2 when params is None: (first, second) parameter
-_ACTIVATION_DEFAULTS = {
-    Activation.IDENTITY: (), Activation.RELU: (), Activation.GELU: (),
-    Activation.LEAKY_RELU: (0.01,), Activation.RESTRICT_RANGE: (0.0, 6.0), Activation.ELU: (1.0,),
-    Activation.HSWISH: (3.0, 1.0 / 6.0), Activation.MISH: (20.0,), Activation.HARD_SIGMOID: (1.0 / 6.0, 0.5),
-    Activation.SWISH: (1.0,),
-}
-
-
-cdef inline float _activate(float x, int act, const float* p, Py_ssize_t c) noexcept nogil:
-    """Activation `act` (an Activation value) of x; p holds its parameters (PRELU: p[c])."""
-    cdef double v = x
-    if act == IDENTITY:
-        return x
-    elif act == RELU:
-        return 0.0 if x < 0 else x
-    elif act == LEAKY_RELU:
-        return x if x > 0 else <float>(p[0] * v)
-    elif act == RESTRICT_RANGE:
-        return min(max(p[0], x), p[1])
-    elif act == PRELU:
-        return x if x > 0 else <float>(p[c] * v)
-    elif act == ELU:
-        return x if x >= 0 else <float>(p[0] * expm1(v))
-    elif act == HSWISH:
-        return <float>(max(min(v, <double>p[0]) + p[0], 0.0) * p[1] * v)
-    elif act == MISH:
-        return x if x > p[0] else <float>(v * tanh(log1p(exp(v))))
-    elif act == HARD_SIGMOID:
-        return <float>max(0.0, min(v * p[0] + p[1], 1.0))
-    elif act == SWISH:
-        return <float>(v / (1.0 + exp(-p[0] * v)))
-    elif act == GELU:
-        return <float>(v * (1.0 + erf(v * 0.7071067811865476)) * 0.5)
-    return x
-
 
 # ---------------------------------------------------------------------------------------------
 # Kernels
@@ -478,40 +348,50 @@ cdef struct Plan:
 
 cdef inline void _store(const float* acc, Py_ssize_t mstride, Py_ssize_t M, Py_ssize_t N, Py_ssize_t c0,
                         const Plan* p, void* dst, Py_ssize_t off, Py_ssize_t mstep, Py_ssize_t nstep) noexcept nogil:
-    """dst[off + m·mstep + n·nstep] = act(acc[m·mstride + n] + bias[c0 + n]) for m < M, n < N."""
-    cdef Py_ssize_t m, n
-    cdef float v
+    """dst[off + m·mstep + n·nstep] = act(acc[m·mstride + n] + bias[c0 + n]) for m < M, n < N.
+
+    Output channel c0 + n; FP32 or BF16 (nearest-even) dst. The activation is `activate_block`
+    of ``synet/activations.pxd`` on runs of <= STORE_RUN values of one row (nstep == 1) or one
+    channel (nstep != 1); IDENTITY and RELU take its vectorised `activate_store_fast` when the build has it.
+    """
+    cdef Py_ssize_t m, n, j0, j, k, len_
+    cdef float run[STORE_RUN]
     cdef float* d32 = <float*>dst
     cdef uint16_t* d16 = <uint16_t*>dst
     cdef const float* bias = p.bias + c0
+    cdef const float* prm
     cdef int act = p.act
-    if (act == IDENTITY or act == RELU) and synet_dc_store_fast(acc, mstride, M, N, bias, dst, p.dst_bf16,
-                                                                 act == RELU, off, mstep, nstep):
-        return
-    if nstep == 1:
+    if activate_store_fast(acc, mstride, M, N, bias, dst, p.dst_bf16, act, off, mstep, nstep):
+        return   # IDENTITY / RELU in vector registers
+    if nstep == 1:   # runs along the channels of one pixel: PRELU's channel of run[k] is c0 + j + k
         for m in range(M):
-            if act == IDENTITY:
+            for j0 in range((N + STORE_RUN - 1) // STORE_RUN):
+                j = j0 * STORE_RUN
+                len_ = min(<Py_ssize_t>STORE_RUN, N - j)
+                for k in range(len_):
+                    run[k] = acc[m * mstride + j + k] + bias[j + k]
+                activate_block(run, len_, act, p.params, c0 + j, 1, p.dst_c)
                 if p.dst_bf16:
-                    for n in range(N):
-                        d16[off + m * mstep + n] = float32_to_bf16(acc[m * mstride + n] + bias[n])
+                    for k in range(len_):
+                        d16[off + m * mstep + j + k] = float32_to_bf16(run[k])
                 else:
-                    for n in range(N):
-                        d32[off + m * mstep + n] = acc[m * mstride + n] + bias[n]
-            else:
-                for n in range(N):
-                    v = _activate(acc[m * mstride + n] + bias[n], act, p.params, c0 + n)
-                    if p.dst_bf16:
-                        d16[off + m * mstep + n] = float32_to_bf16(v)
-                    else:
-                        d32[off + m * mstep + n] = v
-    else:
+                    for k in range(len_):
+                        d32[off + m * mstep + j + k] = run[k]
+    else:            # runs along the pixels of one channel: PRELU reads the single slope params[c0 + n]
         for n in range(N):
-            for m in range(M):
-                v = _activate(acc[m * mstride + n] + bias[n], act, p.params, c0 + n)
+            prm = p.params + (c0 + n if act == ACT_PRELU else 0)
+            for j0 in range((M + STORE_RUN - 1) // STORE_RUN):
+                j = j0 * STORE_RUN
+                len_ = min(<Py_ssize_t>STORE_RUN, M - j)
+                for k in range(len_):
+                    run[k] = acc[(j + k) * mstride + n] + bias[n]
+                activate_block(run, len_, act, prm, 0, 1, 1)
                 if p.dst_bf16:
-                    d16[off + n * nstep + m * mstep] = float32_to_bf16(v)
+                    for k in range(len_):
+                        d16[off + n * nstep + (j + k) * mstep] = float32_to_bf16(run[k])
                 else:
-                    d32[off + n * nstep + m * mstep] = v
+                    for k in range(len_):
+                        d32[off + n * nstep + (j + k) * mstep] = run[k]
 
 
 cdef inline uint16_t _bf16_of(src_t value) noexcept nogil:
@@ -784,30 +664,6 @@ def _axis_phases(stride, dilation, kernel, pad_begin, src, dst):
             low = max(low, -(j0 + min(offsets)))
             high = max(high, j0 + count - 1 + max(offsets) - (src - 1))
     return phases, low, high
-
-
-def _params_array(act, params, Py_ssize_t dst_c):
-    """FP32 activation parameters, at least max(dst_c, 2) long, defaults filled in."""
-    out = np.zeros(max(dst_c, 2), np.float32)
-    if act == Activation.PRELU:
-        if params is None:
-            raise ValueError(f"params: PRELU needs {dst_c} slopes (one per output channel), got None")
-        values = np.asarray(params, dtype=np.float32).reshape(-1)
-        if values.size < dst_c:
-            raise ValueError(f"params: PRELU needs {dst_c} slopes (one per output channel), got {values.size}")
-        out[:dst_c] = values[:dst_c]
-        return out
-    defaults = _ACTIVATION_DEFAULTS[act]
-    if params is None:
-        out[:len(defaults)] = defaults
-        return out
-    values = np.asarray(params, dtype=np.float32).reshape(-1)
-    if values.size < len(defaults):
-        raise ValueError(f"params: {act.name} needs {len(defaults)} value(s) {defaults} "
-                         f"(the defaults), got {values.size}")
-    n = min(values.size, out.size)
-    out[:n] = values[:n]
-    return out
 
 
 def _bf16_bits(array):
@@ -1132,7 +988,8 @@ cdef class Deconvolution16b:
             if b.size != conv.dst_c:
                 raise ValueError(f"bias: expected {conv.dst_c} elements (dstC), got {b.size}")
             b = b.copy()
-        prm = _params_array(conv.activation, params, conv.dst_c)
+        prm = activation_params(conv.activation, params, conv.dst_c, "params", allow_single_slope=False,
+                                allow_extra_slopes=True)
         w = np.asarray(w, np.float32)
         if p.nhwc:
             canon = w.reshape(g, cg_in, ky, kx, cg_out)
