@@ -45,7 +45,7 @@ from ._conv_params import ConvParams, deconvolution_size, pads as _pads, pair as
 from ._kernels import resolve_num_threads
 from ._types import (
     BFLOAT16, Activation, Compatibility, DataType, TensorFormat, as_activation, as_compatibility,
-    as_data_type, as_format,
+    as_data_type, as_format, dtype_of,
 )
 
 cdef extern from * nogil:
@@ -1277,10 +1277,7 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     context.init(n, conv)
     context.set_params(w.astype(np.float32, copy=False) if w.dtype != _FLOAT32 else w, bias, activation_params)
     result = context.forward(np.ascontiguousarray(x), None,
-                             out if out is not None else np.empty(shape, dtype_of_type(dst_type)),
+                             out if out is not None else np.empty(shape, dtype_of(dst_type)),
                              n_threads=n_threads)
     return result
 
-
-def dtype_of_type(t):
-    return BFLOAT16 if t == DataType.BFLOAT16 else _FLOAT32
