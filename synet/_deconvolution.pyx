@@ -20,6 +20,9 @@ Implementations (chosen in `init`, named by `info()`):
 * ``Depthwise``: group == src_c == dst_c; FP32 multiply-adds of BF16-rounded values (exact
   products), by phase and tap, vectorised along x (NCHW) or channels (NHWC).
 
+`forward` and C callers (``synet/_deconvolution.pxd``: a `DeconvolutionPlan` from
+``Deconvolution16b.plan()``) run the same nogil entry point, `deconvolution_run`.
+
 Each output element is summed by one task in a fixed order, so results do not depend on the
 thread count. The hardware BF16 instructions treat BF16 subnormal inputs as zero and flush
 subnormal FP32 results to zero (DAZ/FTZ); normal-range data is unaffected.
@@ -38,13 +41,14 @@ import numpy as np
 
 from synet.activations cimport ACT_COUNT, ACT_PRELU, activate_block, activate_store_fast
 from synet.bf16 cimport float32_to_bf16, bf16_to_float32
+from synet.status cimport SYNET_NOT_READY, SYNET_OK, SYNET_VALUE_ERROR, SynetStatus
 
 from ._activations import activation_params
 from ._arrays import UINT16, check_buffer, require_array
 from ._conv_params import ConvParams, deconvolution_size, pads as _pads, pair as _pair
 from ._kernels import resolve_num_threads
 from ._types import (
-    BFLOAT16, Activation, Compatibility, DataType, TensorFormat, as_activation, as_compatibility,
+    BFLOAT16, Compatibility, DataType, TensorFormat, as_activation, as_compatibility,
     as_data_type, as_format, dtype_of,
 )
 
@@ -304,50 +308,22 @@ ctypedef fused src_t:
 cdef enum:
     TILE_N = 64               # output channels per weight block (SYNET_DC_TILE_N)
     MMAX = 12                 # output pixels per micro-tile, at most (SYNET_DC_MMAX)
-    IMPL_GEMM = 1
-    IMPL_DEPTHWISE = 2
     DW_CHUNK = 256            # depthwise accumulator length
     STORE_RUN = 64            # epilogue: values activated together
     PARALLEL_MIN = 1 << 18    # multiply-adds below which a call runs on one thread
 
 HARDWARE_BF16 = bool(synet_dc_hard())
-HARDWARE_AMX = bool(synet_dc_amx_init())  # asks Linux for the AMX tile state (once)
+cdef bint _AMX_GRANTED = synet_dc_amx_init()   # asks Linux for the AMX tile state (once)
+HARDWARE_AMX = bool(_AMX_GRANTED)
 
 # ---------------------------------------------------------------------------------------------
 # Kernels
 
 
-cdef struct Plan:
-    Py_ssize_t batch, src_c, src_h, src_w, dst_c, dst_h, dst_w, group, cg_in, cg_out
-    Py_ssize_t sy, sx, pt, pl
-    Py_ssize_t hp, wp, ply, plx, cgp, cpt, a_img   # the padded source image
-    Py_ssize_t kpairs, nblocks, nrows, ntasks
-    bint nhwc, dst_bf16, soft
-    int act
-    const float* bias
-    const float* params
-    const uint16_t* weights     # PhaseGemm: packed BF16 weights
-    const float* wdw            # Depthwise: FP32 weights by (channel, tap) or (tap, channel)
-    const int64_t* wofs         # PhaseGemm: [group][phase][block] offsets into weights
-    const int64_t* ph_ntaps     # [phase]
-    const int64_t* ph_tap0      # [phase]: first tap in toffs / tap index tables
-    const int64_t* toffs        # tap offsets in the padded source (elements)
-    const int64_t* row_ry       # [nrows]: phase row of each task row
-    const int64_t* row_j
-    const int64_t* col_i0       # [sx]: first phase column
-    const int64_t* col_n        # [sx]: phase columns
-    bint amx                    # PhaseGemm on AMX tiles: tasks are (unit of <= 2 segments, 32-channel block)
-    Py_ssize_t bw, nunits, dst_img
-    const int64_t* unit_s0      # [nunits]: first segment
-    const int64_t* unit_s1      # [nunits]: second segment (full ones only) or -1
-    const int64_t* seg_aoff     # [segments]: offset of the first pixel in the padded source image
-    const int64_t* seg_doff     # [segments]: offset of the first pixel in the dst image (channel 0)
-    const int64_t* seg_m        # [segments]: pixels (<= 16)
-    const int64_t* seg_phase    # [segments]
 
 
 cdef inline void _store(const float* acc, Py_ssize_t mstride, Py_ssize_t M, Py_ssize_t N, Py_ssize_t c0,
-                        const Plan* p, void* dst, Py_ssize_t off, Py_ssize_t mstep, Py_ssize_t nstep) noexcept nogil:
+                        const DeconvolutionPlan* p, void* dst, Py_ssize_t off, Py_ssize_t mstep, Py_ssize_t nstep) noexcept nogil:
     """dst[off + m·mstep + n·nstep] = act(acc[m·mstride + n] + bias[c0 + n]) for m < M, n < N.
 
     Output channel c0 + n; FP32 or BF16 (nearest-even) dst. The activation is `activate_block`
@@ -401,7 +377,7 @@ cdef inline uint16_t _bf16_of(src_t value) noexcept nogil:
         return value
 
 
-cdef void _pad_row(const src_t* src, uint16_t* a, const Plan* p, Py_ssize_t r) noexcept nogil:
+cdef void _pad_row(const src_t* src, uint16_t* a, const DeconvolutionPlan* p, Py_ssize_t r) noexcept nogil:
     """Row r of a[n, yp, xp, g, c] = bf16(src[n, g·cg_in + c, yp − ply, xp − plx]), zero outside (and in pad channels)."""
     cdef Py_ssize_t n, y, x, c, g, ci
     cdef Py_ssize_t row_len = p.wp * p.cpt
@@ -439,7 +415,7 @@ cdef void _pad_row(const src_t* src, uint16_t* a, const Plan* p, Py_ssize_t r) n
                 d[x * p.cpt + ci] = _bf16_of(s[x])
 
 
-cdef void _gemm_task(const uint16_t* a, void* dst, const Plan* p, Py_ssize_t task) noexcept nogil:
+cdef void _gemm_task(const uint16_t* a, void* dst, const DeconvolutionPlan* p, Py_ssize_t task) noexcept nogil:
     """One task: an output phase row of one image and group, one block of <= 64 output channels."""
     cdef Py_ssize_t t = task, ob, r, g, n, ry, rx, j, i, i0, ni, M, nv, nvalid, mmax, phase, oc0, oy
     cdef Py_ssize_t off, mstep, nstep
@@ -482,7 +458,7 @@ cdef void _gemm_task(const uint16_t* a, void* dst, const Plan* p, Py_ssize_t tas
             i = i + M
 
 
-cdef void _amx_task(const uint16_t* a, void* dst, const Plan* p, Py_ssize_t task, int* rows) noexcept nogil:
+cdef void _amx_task(const uint16_t* a, void* dst, const DeconvolutionPlan* p, Py_ssize_t task, int* rows) noexcept nogil:
     """AMX: one unit (one or two segments of <= 16 pixels of a phase) x one block of <= 32 channels."""
     cdef Py_ssize_t t = task, u, ob, g, n, s0, s1, M, phase, nvalid, nv, oc0, off, mstep, nstep
     cdef float tile[32 * 32]
@@ -520,7 +496,7 @@ cdef void _amx_task(const uint16_t* a, void* dst, const Plan* p, Py_ssize_t task
         _store(tile + 16 * 32, 32, M, nvalid, oc0, p, dst, off + p.seg_doff[s1], mstep, nstep)
 
 
-cdef void _pad_row_f32(const src_t* src, float* a, const Plan* p, Py_ssize_t r) noexcept nogil:
+cdef void _pad_row_f32(const src_t* src, float* a, const DeconvolutionPlan* p, Py_ssize_t r) noexcept nogil:
     """Depthwise: row r of the BF16-rounded FP32 copy of src, zero-padded; [n, c, yp, xp] or [n, yp, xp, c]."""
     cdef Py_ssize_t n, c, y, x
     cdef Py_ssize_t row_len = p.wp * p.src_c if p.nhwc else p.wp
@@ -550,7 +526,7 @@ cdef void _pad_row_f32(const src_t* src, float* a, const Plan* p, Py_ssize_t r) 
             d[x] = bf16_to_float32(_bf16_of(s[x]))
 
 
-cdef void _depthwise_task(const float* a, void* dst, const Plan* p, Py_ssize_t task) noexcept nogil:
+cdef void _depthwise_task(const float* a, void* dst, const DeconvolutionPlan* p, Py_ssize_t task) noexcept nogil:
     """One output phase row of one image (NHWC) or of one image channel (NCHW)."""
     cdef Py_ssize_t t = task, r, c, n, ry, rx, j, i, i0, ni, len_, phase, oy, off, c0, cn
     cdef float acc[DW_CHUNK]
@@ -594,7 +570,7 @@ cdef void _depthwise_task(const float* a, void* dst, const Plan* p, Py_ssize_t t
                 i = i + len_
 
 
-cdef void _run_gemm(const src_t* src, uint16_t* abuf, void* dst, Plan* p, bint direct, int threads) noexcept nogil:
+cdef void _run_gemm(const src_t* src, uint16_t* abuf, void* dst, const DeconvolutionPlan* p, int threads) noexcept nogil:
     """Pad/convert the source (unless direct), then all output tasks: one parallel region per call.
 
     Tasks are scheduled "guided" (a thread the OS delays does not hold back a fixed share);
@@ -602,8 +578,8 @@ cdef void _run_gemm(const src_t* src, uint16_t* abuf, void* dst, Plan* p, bint d
     """
     cdef Py_ssize_t task, r
     cdef Py_ssize_t work = p.batch * p.dst_h * p.dst_w * p.dst_c * p.cg_in
-    cdef Py_ssize_t pad_rows = 0 if direct else p.batch * p.hp
-    cdef const uint16_t* a = <const uint16_t*>src if direct else abuf
+    cdef Py_ssize_t pad_rows = 0 if p.direct else p.batch * p.hp
+    cdef const uint16_t* a = <const uint16_t*>src if p.direct else abuf
     cdef int* rows
     cdef int one_rows[16]
     cdef int nthreads = threads if work >= PARALLEL_MIN else 1
@@ -626,7 +602,7 @@ cdef void _run_gemm(const src_t* src, uint16_t* abuf, void* dst, Plan* p, bint d
         free(rows)
 
 
-cdef void _run_depthwise(const src_t* src, float* abuf, void* dst, Plan* p, int threads) noexcept nogil:
+cdef void _run_depthwise(const src_t* src, float* abuf, void* dst, const DeconvolutionPlan* p, int threads) noexcept nogil:
     cdef Py_ssize_t ntasks = p.batch * p.nrows * (1 if p.nhwc else p.src_c)
     cdef Py_ssize_t pad_rows = p.batch * p.hp * (1 if p.nhwc else p.src_c)
     cdef Py_ssize_t task, r
@@ -636,6 +612,51 @@ cdef void _run_depthwise(const src_t* src, float* abuf, void* dst, Plan* p, int 
             _pad_row_f32(src, abuf, p, r)
         for task in prange(ntasks, schedule="guided"):
             _depthwise_task(abuf, dst, p, task)
+
+
+cdef SynetStatus deconvolution_run(const DeconvolutionPlan* plan, const void* src, void* buf, void* dst,
+                                   int n_threads) noexcept nogil:
+    """Run a plan (see _deconvolution.pxd); the one entry point of the Python and C APIs.
+
+    ``dst = act(bias + conv_transpose(bf16(src), bf16(weight)))``: pads/converts src into buf
+    (aligned to 64 bytes inside plan.buf_size), then runs every output task.
+    """
+    cdef const DeconvolutionPlan* p = plan
+    cdef char* abuf = NULL
+    cdef int threads = max(n_threads, 1)
+    if p == NULL or src == NULL or dst == NULL:
+        return SYNET_VALUE_ERROR
+    if p.impl != SYNET_DECONV_GEMM and p.impl != SYNET_DECONV_DEPTHWISE or p.act < 0 or p.act >= ACT_COUNT:
+        return SYNET_VALUE_ERROR
+    if min(p.batch, p.src_c, p.src_h, p.src_w, p.dst_c, p.dst_h, p.dst_w, p.group, p.sy, p.sx) < 1 or \
+            min(p.cg_in, p.cg_out, p.hp, p.wp, p.nrows, p.ntasks) < 1 or p.buf_size < 0:
+        return SYNET_VALUE_ERROR
+    if p.ph_ntaps == NULL or p.ph_tap0 == NULL or p.toffs == NULL or p.row_ry == NULL or p.row_j == NULL or \
+            p.col_i0 == NULL or p.col_n == NULL:
+        return SYNET_VALUE_ERROR
+    if p.impl == SYNET_DECONV_GEMM and (
+            (p.direct and not (p.src_bf16 and p.nhwc)) or (not p.soft and not synet_dc_hard()) or
+            (p.amx and (not _AMX_GRANTED or p.nunits < 1 or p.unit_s0 == NULL or p.unit_s1 == NULL or
+                        p.seg_aoff == NULL or p.seg_doff == NULL or p.seg_m == NULL or p.seg_phase == NULL))):
+        return SYNET_VALUE_ERROR   # a kernel this build, CPU or process cannot run
+    if p.bias == NULL or p.params == NULL or p.wofs == NULL or \
+            (p.weights == NULL if p.impl == SYNET_DECONV_GEMM else p.wdw == NULL):
+        return SYNET_NOT_READY
+    if p.buf_size > 0:
+        if buf == NULL:
+            return SYNET_VALUE_ERROR
+        abuf = <char*>buf
+        abuf = abuf + ((64 - (<size_t>abuf) % 64) % 64)
+    if p.impl == SYNET_DECONV_GEMM:
+        if p.src_bf16:
+            _run_gemm(<const uint16_t*>src, <uint16_t*>abuf, dst, p, threads)
+        else:
+            _run_gemm(<const float*>src, <uint16_t*>abuf, dst, p, threads)
+    elif p.src_bf16:
+        _run_depthwise(<const uint16_t*>src, <float*>abuf, dst, p, threads)
+    else:
+        _run_depthwise(<const float*>src, <float*>abuf, dst, p, threads)
+    return SYNET_OK
 
 
 # ---------------------------------------------------------------------------------------------
@@ -698,19 +719,6 @@ cdef class Deconvolution16b:
     (1, 6, 6, 4)
     """
 
-    cdef object _conv
-    cdef tuple _key
-    cdef Py_ssize_t _batch
-    cdef int _impl
-    cdef bint _soft, _direct, _ready
-    cdef object _compat
-    cdef Plan _plan
-    cdef object _keep           # arrays the plan points into
-    cdef object _weights, _bias, _params, _wofs
-    cdef object _src_dtypes, _dst_dtypes, _dst_dtype, _src_shape, _dst_shape
-    cdef Py_ssize_t _src_size, _dst_size, _buf_size
-    cdef object _lock
-    cdef object _tap_k
 
     def __cinit__(self):
         self._key = None
@@ -800,7 +808,7 @@ cdef class Deconvolution16b:
                           values["pad_h"], values["pad_w"], g, activation)
 
     def _build(self, Py_ssize_t batch, conv, compat):
-        cdef Plan* p = &self._plan
+        cdef DeconvolutionPlan* p = &self._plan
         cdef const int64_t[::1] v
         nhwc = conv.src_format == TensorFormat.NHWC
         g = conv.group
@@ -816,25 +824,25 @@ cdef class Deconvolution16b:
         phases_x, plx, phx = _axis_phases(geo.stride_x, geo.dilation_x, geo.kernel_x, geo.pad_x, geo.src_w, geo.dst_w)
         hp, wp = geo.src_h + ply + phy, geo.src_w + plx + phx
         src_bf16 = conv.src_type == DataType.BFLOAT16
-        self._soft = bool(compat & Compatibility.BF16_SOFT) or not HARDWARE_BF16
+        p.soft = bool(compat & Compatibility.BF16_SOFT) or not HARDWARE_BF16
         amx = HARDWARE_AMX and not (compat & Compatibility.BF16_SOFT) and cg_in >= 16 and not depthwise
         bw = 32 if amx else TILE_N
         if depthwise:
-            self._impl = IMPL_DEPTHWISE
+            p.impl = SYNET_DECONV_DEPTHWISE
             cgp = 1
             cpt = conv.src_c if nhwc else 1
             pix = conv.src_c if nhwc else 1     # elements between neighbouring pixels
             row = wp * pix
-            self._direct = False
-            self._buf_size = batch * conv.src_c * hp * wp * 4 + 64
+            p.direct = False
+            p.buf_size = batch * conv.src_c * hp * wp * 4 + 64
         else:
-            self._impl = IMPL_GEMM
+            p.impl = SYNET_DECONV_GEMM
             cgp = (cg_in + 31) // 32 * 32 if amx else cg_in + (cg_in & 1)
             cpt = g * cgp
-            self._direct = bool(nhwc and src_bf16 and cgp == cg_in and ply == plx == phy == phx == 0)
+            p.direct = bool(nhwc and src_bf16 and cgp == cg_in and ply == plx == phy == phx == 0)
             pix = cpt
             row = wp * cpt
-            self._buf_size = 0 if self._direct else batch * hp * wp * cpt * 2 + 64
+            p.buf_size = 0 if p.direct else batch * hp * wp * cpt * 2 + 64
         # tap tables: per phase (ry, rx), taps ky-major with their source offsets
         ntaps, tap0, toffs, tap_k = [], [], [], []
         for ry, (taps_y, _, _) in enumerate(phases_y):
@@ -910,7 +918,7 @@ cdef class Deconvolution16b:
         p.ntasks = batch * g * (len(units) if amx else len(rows)) * nblocks
         p.nhwc = nhwc
         p.dst_bf16 = conv.dst_type == DataType.BFLOAT16
-        p.soft = self._soft
+        p.src_bf16 = src_bf16
         p.act = int(conv.activation)
         v = row_ry; p.row_ry = &v[0]
         v = row_j; p.row_j = &v[0]
@@ -933,7 +941,7 @@ cdef class Deconvolution16b:
     def external_buffer_size(self):
         """Bytes of scratch `forward` needs in `buf` (the padded BF16 / FP32 source); 0 if none."""
         self._require_init()
-        return int(self._buf_size)
+        return int(self._plan.buf_size)
 
     def internal_buffer_size(self):
         """Bytes held by the context: packed weights, bias, activation parameters, tables."""
@@ -948,10 +956,10 @@ cdef class Deconvolution16b:
     def info(self):
         """The implementation chosen by `init`, e.g. ``"Cython::PhaseGemm avx512bf16"``."""
         self._require_init()
-        if self._impl == IMPL_DEPTHWISE:
+        if self._plan.impl == SYNET_DECONV_DEPTHWISE:
             return "Cython::Depthwise fp32"
-        kernel = "amx-bf16" if self._plan.amx else ("portable" if self._soft else "avx512bf16")
-        return f"Cython::PhaseGemm {kernel}" + (" direct" if self._direct else "")
+        kernel = "amx-bf16" if self._plan.amx else ("portable" if self._plan.soft else "avx512bf16")
+        return f"Cython::PhaseGemm {kernel}" + (" direct" if self._plan.direct else "")
 
     cdef _require_init(self):
         if self._key is None:
@@ -966,7 +974,10 @@ cdef class Deconvolution16b:
         [srcC, kY, kX, dstC/group]. params: at least the values the activation uses
         (dstC slopes for PRELU); None takes SPEC §2's defaults.
         """
-        cdef Plan* p = &self._plan
+        cdef DeconvolutionPlan* p = &self._plan
+        cdef const float[::1] vb, vp, vw32
+        cdef const int64_t[::1] vo
+        cdef const uint16_t[::1] vw16
         with self._lock:
             self._require_init()
             conv = self._conv
@@ -998,7 +1009,7 @@ cdef class Deconvolution16b:
         tap_k = self._tap_k
         sy, sx = conv.stride_y, conv.stride_x
         ntaps_all = np.asarray(self._keep[4])
-        if self._impl == IMPL_DEPTHWISE:
+        if p.impl == SYNET_DECONV_DEPTHWISE:
             r = _round_f32(canon.reshape(conv.src_c, ky, kx))   # [c, ky, kx]
             kyi = np.array([k[0] for k in tap_k], np.intp)
             kxi = np.array([k[1] for k in tap_k], np.intp)
@@ -1039,6 +1050,18 @@ cdef class Deconvolution16b:
             if self._key is not key:   # init/clear ran meanwhile: these weights fit the old geometry
                 raise RuntimeError("Deconvolution16b.set_params: the context was re-initialised during the call")
             self._weights, self._bias, self._params, self._wofs = packed, b, prm, wofs
+            vb = b
+            vp = prm
+            vo = wofs
+            p.bias = &vb[0]
+            p.params = &vp[0]
+            p.wofs = &vo[0]
+            if p.impl == SYNET_DECONV_DEPTHWISE:
+                vw32 = packed
+                p.wdw = &vw32[0]
+            else:
+                vw16 = packed
+                p.weights = &vw16[0]
             self._ready = True
 
     # -- forward -------------------------------------------------------------------------------
@@ -1046,27 +1069,24 @@ cdef class Deconvolution16b:
     def forward(self, src, buf=None, dst=None, *, n_threads=None):
         """Run the deconvolution; returns dst (allocated in the layout's shape when None).
 
+        ``dst = act(bias + conv_transpose(bf16(src), bf16(weight)))``, by `deconvolution_run`.
         src: C-contiguous, the context's type (FLOAT32, or BFLOAT16 as ml_dtypes.bfloat16 / uint16
         bits), batch·srcC·srcH·srcW elements. buf: uint8 scratch of >= external_buffer_size() bytes,
         or None. dst: C-contiguous, dst type, batch·dstC·dstH·dstW elements.
         """
         cdef int threads = resolve_num_threads(n_threads)
-        cdef Plan plan
-        cdef Py_ssize_t src_size = 0, dst_size = 0, buf_size = 0
-        cdef int impl = 0
-        cdef bint direct = False
+        cdef DeconvolutionPlan plan
+        cdef Py_ssize_t src_size = 0, dst_size = 0
+        cdef SynetStatus status
         with self._lock:   # one consistent snapshot: a concurrent init/set_params/clear cannot pull it away
             self._require_init()
             if not self._ready:
                 raise RuntimeError("Deconvolution16b.forward: call set_params() before forward()")
-            plan = self._plan     # a private copy; `keep` holds the tables it points into
+            plan = self._plan     # a private copy; the references below keep the arrays it points into
             keep = self._keep
             weights, bias, prm, wofs = self._weights, self._bias, self._params, self._wofs
             src_dtypes, src_size = self._src_dtypes, self._src_size
             dst_dtypes, dst_dtype, dst_shape, dst_size = self._dst_dtypes, self._dst_dtype, self._dst_shape, self._dst_size
-            buf_size = self._buf_size
-            impl = self._impl
-            direct = self._direct
         src = check_buffer(src, "src", src_dtypes, src_size)
         if dst is None:
             dst = np.empty(dst_shape, dst_dtype)
@@ -1074,63 +1094,38 @@ cdef class Deconvolution16b:
             dst = check_buffer(dst, "dst", dst_dtypes, dst_size, writeable=True)
             if np.may_share_memory(dst, src):
                 raise ValueError("dst: must not overlap src")
-        if buf_size:
-            if buf is None:
-                buf = np.empty(buf_size, np.uint8)
-            else:
-                buf = require_array(buf, "buf")
-                if buf.dtype != np.uint8:
-                    raise ValueError(f"buf: expected dtype uint8, got {buf.dtype}")
-                if not buf.flags.c_contiguous or not buf.flags.writeable:
-                    raise ValueError("buf: expected a writeable C-contiguous array")
-                if buf.size < buf_size:
-                    raise ValueError(f"buf: expected >= {buf_size} bytes (external_buffer_size()), "
-                                     f"got {buf.size}")
-                if np.may_share_memory(buf, dst) or np.may_share_memory(buf, src):
-                    raise ValueError("buf: must not overlap src or dst")
-        elif buf is not None:
+        if buf is not None:
             buf = require_array(buf, "buf")
             if buf.dtype != np.uint8:
                 raise ValueError(f"buf: expected dtype uint8, got {buf.dtype}")
-        cdef const float[::1] vb = bias
-        cdef const float[::1] vp = prm
-        cdef const int64_t[::1] vo = wofs
-        cdef const uint16_t[::1] vw16
-        cdef const float[::1] vw32
-        cdef uint8_t[::1] vbuf
-        cdef char* abuf = NULL
-        plan.bias = &vb[0]
-        plan.params = &vp[0]
-        plan.wofs = &vo[0]
-        if impl == IMPL_DEPTHWISE:
-            vw32 = weights
-            plan.wdw = &vw32[0]
-        else:
-            vw16 = weights
-            plan.weights = &vw16[0]
-        if buf_size:
-            vbuf = buf.reshape(-1)
-            abuf = <char*>&vbuf[0]
-            abuf = abuf + ((64 - (<size_t>abuf) % 64) % 64)
-        cdef const float[::1] s32
-        cdef const uint16_t[::1] s16
-        cdef void* d = _data_ptr(dst)
-        cdef bint src_f32 = src.dtype == _FLOAT32
-        if src_f32:
-            s32 = src.reshape(-1)
-            with nogil:
-                if impl == IMPL_GEMM:
-                    _run_gemm(&s32[0], <uint16_t*>abuf, d, &plan, False, threads)
-                else:
-                    _run_depthwise(&s32[0], <float*>abuf, d, &plan, threads)
-        else:
-            s16 = src.reshape(-1).view(np.uint16)
-            with nogil:
-                if impl == IMPL_GEMM:
-                    _run_gemm(&s16[0], <uint16_t*>abuf, d, &plan, direct, threads)
-                else:
-                    _run_depthwise(&s16[0], <float*>abuf, d, &plan, threads)
+        if plan.buf_size:
+            if buf is None:
+                buf = np.empty(plan.buf_size, np.uint8)
+            else:
+                if not buf.flags.c_contiguous or not buf.flags.writeable:
+                    raise ValueError("buf: expected a writeable C-contiguous array")
+                if buf.size < plan.buf_size:
+                    raise ValueError(f"buf: expected >= {plan.buf_size} bytes (external_buffer_size()), "
+                                     f"got {buf.size}")
+                if np.may_share_memory(buf, dst) or np.may_share_memory(buf, src):
+                    raise ValueError("buf: must not overlap src or dst")
+        cdef const void* ps = _const_ptr(src)
+        cdef void* pd = _data_ptr(dst)
+        cdef void* pb = _data_ptr(buf) if plan.buf_size else NULL
+        with nogil:
+            status = deconvolution_run(&plan, ps, pb, pd, threads)
+        if status != SYNET_OK:   # the checks above make this unreachable
+            raise RuntimeError(f"Deconvolution16b.forward: kernel status {status}")
         return dst
+
+    cdef DeconvolutionPlan plan(self) except *:
+        """The prepared context as a C-level plan for `deconvolution_run` (points into the context's
+        arrays: keep the context alive and do not re-init, set_params or clear it while the plan runs)."""
+        with self._lock:
+            self._require_init()
+            if not self._ready:
+                raise RuntimeError("Deconvolution16b: call set_params() before plan()")
+            return self._plan
 
     def clear(self):
         """Release the context: geometry, packed weights, bias and parameters."""
@@ -1144,8 +1139,7 @@ cdef class Deconvolution16b:
         self._weights = self._bias = self._params = self._wofs = None
         self._keep = ()
         self._tap_k = None
-        self._buf_size = 0
-        memset(&self._plan, 0, sizeof(Plan))
+        memset(&self._plan, 0, sizeof(DeconvolutionPlan))
 
     @property
     def conv(self):
@@ -1156,6 +1150,11 @@ cdef class Deconvolution16b:
 cdef void* _data_ptr(array):
     cdef uint8_t[::1] v = array.reshape(-1).view(np.uint8)
     return <void*>&v[0]
+
+
+cdef const void* _const_ptr(array):
+    cdef const uint8_t[::1] v = array.reshape(-1).view(np.uint8)
+    return <const void*>&v[0]
 
 
 def _as_operand(x, str name):
