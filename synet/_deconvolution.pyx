@@ -73,27 +73,38 @@ cdef extern from * nogil:
     }
 
     /* Portable micro-kernel: out[m][n] = sum over taps t, pairs k of
-       a[toff[t] + m*ps + 2k + 1]*b[..][n][1], then a[.. + 2k]*b[..][n][0] (vdpbf16ps's order). */
+       a[toff[t] + m*ps + 2k + 1]*b[..][n][1], then a[.. + 2k]*b[..][n][0] (vdpbf16ps's order).
+       Products of BF16 values are exact in FP32, so fma(a, b, acc) == acc + a*b rounded once, as in
+       vdpbf16ps. Each (t, k) row of b is widened to FP32 once (b0, b1) for all M pixels; the n loops
+       are FP32 FMAs that the compiler vectorises, and every output keeps the same summation order. */
     static inline __attribute__((always_inline)) void synet_dc_tile_soft_impl(
         const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
         const uint16_t *b, float *out, const int M, const int NV)
     {
-        const int64_t N = NV * 16;
-        for (int m = 0; m < M; ++m) {
-            for (int64_t n = 0; n < N; ++n) {
-                float acc = 0.0f;
-                const uint16_t *bn = b + 2 * n;
-                for (int64_t t = 0; t < ntaps; ++t) {
-                    const uint16_t *am = a + toff[t] + m * ps;
-                    for (int64_t k = 0; k < kpairs; ++k, bn += 2 * N) {
-                        /* products of BF16 values are exact in FP32: fma == multiply, then add */
-                        acc = __builtin_fmaf(synet_dc_bf16f(am[2 * k + 1]), synet_dc_bf16f(bn[1]), acc);
-                        acc = __builtin_fmaf(synet_dc_bf16f(am[2 * k]), synet_dc_bf16f(bn[0]), acc);
-                    }
+        const int N = NV * 16;
+        float acc[SYNET_DC_MMAX * SYNET_DC_TILE_N];
+        float b0[SYNET_DC_TILE_N], b1[SYNET_DC_TILE_N];
+        for (int i = 0; i < M * N; ++i)
+            acc[i] = 0.0f;
+        for (int64_t t = 0; t < ntaps; ++t) {
+            const uint16_t *at = a + toff[t];
+            for (int64_t k = 0; k < kpairs; ++k, b += 2 * N) {
+                for (int n = 0; n < N; ++n) {
+                    b0[n] = synet_dc_bf16f(b[2 * n]);
+                    b1[n] = synet_dc_bf16f(b[2 * n + 1]);
                 }
-                out[m * SYNET_DC_TILE_N + n] = acc;
+                for (int m = 0; m < M; ++m) {
+                    const float a1 = synet_dc_bf16f(at[m * ps + 2 * k + 1]);
+                    const float a0 = synet_dc_bf16f(at[m * ps + 2 * k]);
+                    float *am = acc + m * N;
+                    for (int n = 0; n < N; ++n)
+                        am[n] = __builtin_fmaf(a0, b0[n], __builtin_fmaf(a1, b1[n], am[n]));
+                }
             }
         }
+        for (int m = 0; m < M; ++m)
+            for (int n = 0; n < N; ++n)
+                out[m * SYNET_DC_TILE_N + n] = acc[m * N + n];
     }
 
     #if SYNET_DC_AVX512BF16
