@@ -23,12 +23,13 @@ DEFAULT_PARAMS: dict[Activation, tuple[float, ...]] = {
 
 
 def activation_params(act: Activation, params: object, channels: int, name: str = "act_params",
-                      allow_single_slope: bool = True) -> np.ndarray:
+                      allow_single_slope: bool = True, allow_extra_slopes: bool = False) -> np.ndarray:
     """The float32 parameter array the kernels read for `act` (never empty).
 
     None gives the defaults. Otherwise `params` must hold at least the values `act` uses
     (extra values are ignored, as Simd's callers pass max(channels, 2)); PRELU needs
-    `channels` slopes, or a single one when `allow_single_slope`. Raises ValueError naming
+    `channels` slopes, or a single one when `allow_single_slope`; with `allow_extra_slopes`
+    more than `channels` are accepted and the first `channels` kept. Raises ValueError naming
     `name`, what was expected and what was given.
     """
     if act == Activation.PRELU:
@@ -38,7 +39,10 @@ def activation_params(act: Activation, params: object, channels: int, name: str 
         values = _as_float_vector(params, name)
         if values.size == channels or (allow_single_slope and values.size == 1):
             return values
-        expected = f"{channels}" + (" or 1" if allow_single_slope and channels != 1 else "")
+        if allow_extra_slopes and values.size > channels:
+            return np.ascontiguousarray(values[:channels])
+        expected = ("at least " if allow_extra_slopes else "") + f"{channels}" + \
+            (" or 1" if allow_single_slope and channels != 1 else "")
         raise ValueError(f"{name}: PRELU expects {expected} slope(s) (one per channel of axis 1), "
                          f"got {values.size}")
     defaults = DEFAULT_PARAMS[act]

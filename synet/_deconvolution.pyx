@@ -20,6 +20,9 @@ Implementations (chosen in `init`, named by `info()`):
 * ``Depthwise``: group == src_c == dst_c; FP32 multiply-adds of BF16-rounded values (exact
   products), by phase and tap, vectorised along x (NCHW) or channels (NHWC).
 
+`forward` and C callers (``synet/_deconvolution.pxd``: a `DeconvolutionPlan` from
+``Deconvolution16b.plan()``) run the same nogil entry point, `deconvolution_run`.
+
 Each output element is summed by one task in a fixed order, so results do not depend on the
 thread count. The hardware BF16 instructions treat BF16 subnormal inputs as zero and flush
 subnormal FP32 results to zero (DAZ/FTZ); normal-range data is unaffected.
@@ -28,7 +31,6 @@ subnormal FP32 results to zero (DAZ/FTZ); normal-range data is unaffected.
 cimport cython
 from cython.parallel cimport parallel, prange, threadid
 from libc.stdlib cimport calloc, free
-from libc.math cimport exp, expm1, erf, log1p, tanh
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t
 from libc.string cimport memcpy, memset
 
@@ -37,14 +39,17 @@ import threading
 
 import numpy as np
 
+from synet.activations cimport ACT_COUNT, ACT_PRELU, activate_block, activate_store_fast
 from synet.bf16 cimport float32_to_bf16, bf16_to_float32
+from synet.status cimport SYNET_NOT_READY, SYNET_OK, SYNET_VALUE_ERROR, SynetStatus
 
+from ._activations import activation_params
 from ._arrays import UINT16, check_buffer, require_array
 from ._conv_params import ConvParams, deconvolution_size, pads as _pads, pair as _pair
 from ._kernels import resolve_num_threads
 from ._types import (
-    BFLOAT16, Activation, Compatibility, DataType, TensorFormat, as_activation, as_compatibility,
-    as_data_type, as_format,
+    BFLOAT16, Compatibility, DataType, TensorFormat, as_activation, as_compatibility,
+    as_data_type, as_format, dtype_of,
 )
 
 cdef extern from * nogil:
@@ -68,27 +73,38 @@ cdef extern from * nogil:
     }
 
     /* Portable micro-kernel: out[m][n] = sum over taps t, pairs k of
-       a[toff[t] + m*ps + 2k + 1]*b[..][n][1], then a[.. + 2k]*b[..][n][0] (vdpbf16ps's order). */
+       a[toff[t] + m*ps + 2k + 1]*b[..][n][1], then a[.. + 2k]*b[..][n][0] (vdpbf16ps's order).
+       Products of BF16 values are exact in FP32, so fma(a, b, acc) == acc + a*b rounded once, as in
+       vdpbf16ps. Each (t, k) row of b is widened to FP32 once (b0, b1) for all M pixels; the n loops
+       are FP32 FMAs that the compiler vectorises, and every output keeps the same summation order. */
     static inline __attribute__((always_inline)) void synet_dc_tile_soft_impl(
         const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
         const uint16_t *b, float *out, const int M, const int NV)
     {
-        const int64_t N = NV * 16;
-        for (int m = 0; m < M; ++m) {
-            for (int64_t n = 0; n < N; ++n) {
-                float acc = 0.0f;
-                const uint16_t *bn = b + 2 * n;
-                for (int64_t t = 0; t < ntaps; ++t) {
-                    const uint16_t *am = a + toff[t] + m * ps;
-                    for (int64_t k = 0; k < kpairs; ++k, bn += 2 * N) {
-                        /* products of BF16 values are exact in FP32: fma == multiply, then add */
-                        acc = __builtin_fmaf(synet_dc_bf16f(am[2 * k + 1]), synet_dc_bf16f(bn[1]), acc);
-                        acc = __builtin_fmaf(synet_dc_bf16f(am[2 * k]), synet_dc_bf16f(bn[0]), acc);
-                    }
+        const int N = NV * 16;
+        float acc[SYNET_DC_MMAX * SYNET_DC_TILE_N];
+        float b0[SYNET_DC_TILE_N], b1[SYNET_DC_TILE_N];
+        for (int i = 0; i < M * N; ++i)
+            acc[i] = 0.0f;
+        for (int64_t t = 0; t < ntaps; ++t) {
+            const uint16_t *at = a + toff[t];
+            for (int64_t k = 0; k < kpairs; ++k, b += 2 * N) {
+                for (int n = 0; n < N; ++n) {
+                    b0[n] = synet_dc_bf16f(b[2 * n]);
+                    b1[n] = synet_dc_bf16f(b[2 * n + 1]);
                 }
-                out[m * SYNET_DC_TILE_N + n] = acc;
+                for (int m = 0; m < M; ++m) {
+                    const float a1 = synet_dc_bf16f(at[m * ps + 2 * k + 1]);
+                    const float a0 = synet_dc_bf16f(at[m * ps + 2 * k]);
+                    float *am = acc + m * N;
+                    for (int n = 0; n < N; ++n)
+                        am[n] = __builtin_fmaf(a0, b0[n], __builtin_fmaf(a1, b1[n], am[n]));
+                }
             }
         }
+        for (int m = 0; m < M; ++m)
+            for (int n = 0; n < N; ++n)
+                out[m * SYNET_DC_TILE_N + n] = acc[m * N + n];
     }
 
     #if SYNET_DC_AVX512BF16
@@ -162,86 +178,13 @@ cdef extern from * nogil:
         }
     }
 
-    /* ---- Vectorised epilogue for IDENTITY / RELU: dst = [relu](acc + bias), FP32 or BF16 (nearest-even). ---- */
     #if defined(__AVX512F__) && defined(__AVX512BW__)
-    static inline __m256i synet_dc_bf16_vec(__m512 v)
-    {
-        const __m512i bits = _mm512_castps_si512(v);
-        const __m512i abs = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
-        const __mmask16 nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7F800000));
-        __m512i r = _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF),
-                        _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1))));
-        r = _mm512_srli_epi32(r, 16);
-        r = _mm512_mask_or_epi32(r, nan, _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x8000)),
-                                 _mm512_set1_epi32(0x7FC0));
-        return _mm512_cvtepi32_epi16(r);
-    }
-
-    /* Returns 1 when done, 0 when the caller must use the scalar path. */
-    static int synet_dc_store_fast(const float *acc, int64_t mstride, int64_t M, int64_t N, const float *bias,
-                                   void *dst, int bf16, int relu, int64_t off, int64_t mstep, int64_t nstep)
-    {
-        const __m512 zero = _mm512_setzero_ps();
-        float *d32 = (float *)dst;
-        uint16_t *d16 = (uint16_t *)dst;
-        if (nstep == 1) {
-            for (int64_t m = 0; m < M; ++m) {
-                int64_t n = 0;
-                if (!bf16) {  /* FP32: a short first store up to the cache line, then whole lines */
-                    int64_t head = (int64_t)(((64u - ((uintptr_t)(d32 + off + m * mstep) & 63u)) & 63u) >> 2);
-                    if (head > N) head = N;
-                    if (head) {
-                        const __mmask16 k = (__mmask16)((1u << head) - 1);
-                        __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, acc + m * mstride), _mm512_maskz_loadu_ps(k, bias));
-                        if (relu) v = _mm512_max_ps(zero, v);
-                        _mm512_mask_storeu_ps(d32 + off + m * mstep, k, v);
-                        n = head;
-                    }
-                }
-                for (; n < N; n += 16) {
-                    const __mmask16 k = N - n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (N - n)) - 1);
-                    __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, acc + m * mstride + n), _mm512_maskz_loadu_ps(k, bias + n));
-                    if (relu) v = _mm512_max_ps(zero, v);
-                    if (bf16) _mm256_mask_storeu_epi16(d16 + off + m * mstep + n, k, synet_dc_bf16_vec(v));
-                    else _mm512_mask_storeu_ps(d32 + off + m * mstep + n, k, v);
-                }
-            }
-            return 1;
-        }
-        if (mstride > (1 << 26) || mstep > (1 << 26)) return 0;
-        const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        const __m512i gidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)mstride));
-        const __m512i sidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)mstep));
-        for (int64_t n = 0; n < N; ++n) {
-            const __m512 b = _mm512_set1_ps(bias[n]);
-            for (int64_t m = 0; m < M; m += 16) {
-                const __mmask16 k = M - m >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (M - m)) - 1);
-                __m512 v = _mm512_mask_i32gather_ps(zero, k, gidx, acc + m * mstride + n, 4);
-                v = _mm512_add_ps(v, b);
-                if (relu) v = _mm512_max_ps(zero, v);
-                const int64_t o = off + n * nstep + m * mstep;
-                if (bf16) {
-                    if (mstep == 1) _mm256_mask_storeu_epi16(d16 + o, k, synet_dc_bf16_vec(v));
-                    else {
-                        uint16_t tmp[16];
-                        _mm256_storeu_si256((__m256i *)tmp, synet_dc_bf16_vec(v));
-                        for (int64_t i = 0; i < 16 && m + i < M; ++i) d16[o + i * mstep] = tmp[i];
-                    }
-                } else if (mstep == 1) {
-                    _mm512_mask_storeu_ps(d32 + o, k, v);
-                } else {
-                    _mm512_mask_i32scatter_ps(d32 + o, k, sidx, v, 4);
-                }
-            }
-        }
-        return 1;
-    }
     /* d[i] = bf16(s[i]) (nearest-even, NaN quiet), i < n. */
     static void synet_dc_cvt_row(const float *s, uint16_t *d, int64_t n)
     {
         for (int64_t i = 0; i < n; i += 16) {
             const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-            _mm256_mask_storeu_epi16(d + i, k, synet_dc_bf16_vec(_mm512_maskz_loadu_ps(k, s + i)));
+            _mm256_mask_storeu_epi16(d + i, k, synet_act_bf16_vec(_mm512_maskz_loadu_ps(k, s + i)));
         }
     }
     #else
@@ -253,10 +196,6 @@ cdef extern from * nogil:
                                                   : (uint16_t)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
         }
     }
-    static int synet_dc_store_fast(const float *acc, int64_t mstride, int64_t M, int64_t N, const float *bias,
-                                   void *dst, int bf16, int relu, int64_t off, int64_t mstep, int64_t nstep)
-    { (void)acc; (void)mstride; (void)M; (void)N; (void)bias; (void)dst; (void)bf16; (void)relu; (void)off;
-      (void)mstep; (void)nstep; return 0; }
     #endif
 
     /* ---- AMX (tile) BF16 kernel: Linux asks the kernel for the tile state once per process. ---- */
@@ -364,8 +303,6 @@ cdef extern from * nogil:
                        int64_t ps, const uint16_t *b, float *out, int M, int NV, int soft)
     int synet_dc_amx_init()
     void synet_dc_cvt_row(const float *s, uint16_t *d, int64_t n)
-    int synet_dc_store_fast(const float *acc, int64_t mstride, int64_t M, int64_t N, const float *bias,
-                            void *dst, int bf16, int relu, int64_t off, int64_t mstep, int64_t nstep)
     void synet_dc_amx_config(int rows)
     void synet_dc_amx_release()
     void synet_dc_amx_unit(const uint16_t *a0, const uint16_t *a1, const int64_t *toff, int64_t ntaps,
@@ -382,136 +319,66 @@ ctypedef fused src_t:
 cdef enum:
     TILE_N = 64               # output channels per weight block (SYNET_DC_TILE_N)
     MMAX = 12                 # output pixels per micro-tile, at most (SYNET_DC_MMAX)
-    IMPL_GEMM = 1
-    IMPL_DEPTHWISE = 2
     DW_CHUNK = 256            # depthwise accumulator length
+    STORE_RUN = 64            # epilogue: values activated together
     PARALLEL_MIN = 1 << 18    # multiply-adds below which a call runs on one thread
 
-cdef enum Act:
-    IDENTITY = 0
-    RELU = 1
-    LEAKY_RELU = 2
-    RESTRICT_RANGE = 3
-    PRELU = 4
-    ELU = 5
-    HSWISH = 6
-    MISH = 7
-    HARD_SIGMOID = 8
-    SWISH = 9
-    GELU = 10
-
 HARDWARE_BF16 = bool(synet_dc_hard())
-HARDWARE_AMX = bool(synet_dc_amx_init())  # asks Linux for the AMX tile state (once)
-
-# ---------------------------------------------------------------------------------------------
-# Activation (SPEC §2). Kept in one function so that it can move to a shared activations.pxd.
-
-# the defaults of SPEC §2 when params is None: (first, second) parameter
-_ACTIVATION_DEFAULTS = {
-    Activation.IDENTITY: (), Activation.RELU: (), Activation.GELU: (),
-    Activation.LEAKY_RELU: (0.01,), Activation.RESTRICT_RANGE: (0.0, 6.0), Activation.ELU: (1.0,),
-    Activation.HSWISH: (3.0, 1.0 / 6.0), Activation.MISH: (20.0,), Activation.HARD_SIGMOID: (1.0 / 6.0, 0.5),
-    Activation.SWISH: (1.0,),
-}
-
-
-cdef inline float _activate(float x, int act, const float* p, Py_ssize_t c) noexcept nogil:
-    """Activation `act` (an Activation value) of x; p holds its parameters (PRELU: p[c])."""
-    cdef double v = x
-    if act == IDENTITY:
-        return x
-    elif act == RELU:
-        return 0.0 if x < 0 else x
-    elif act == LEAKY_RELU:
-        return x if x > 0 else <float>(p[0] * v)
-    elif act == RESTRICT_RANGE:
-        return min(max(p[0], x), p[1])
-    elif act == PRELU:
-        return x if x > 0 else <float>(p[c] * v)
-    elif act == ELU:
-        return x if x >= 0 else <float>(p[0] * expm1(v))
-    elif act == HSWISH:
-        return <float>(max(min(v, <double>p[0]) + p[0], 0.0) * p[1] * v)
-    elif act == MISH:
-        return x if x > p[0] else <float>(v * tanh(log1p(exp(v))))
-    elif act == HARD_SIGMOID:
-        return <float>max(0.0, min(v * p[0] + p[1], 1.0))
-    elif act == SWISH:
-        return <float>(v / (1.0 + exp(-p[0] * v)))
-    elif act == GELU:
-        return <float>(v * (1.0 + erf(v * 0.7071067811865476)) * 0.5)
-    return x
-
+cdef bint _AMX_GRANTED = synet_dc_amx_init()   # asks Linux for the AMX tile state (once)
+HARDWARE_AMX = bool(_AMX_GRANTED)
 
 # ---------------------------------------------------------------------------------------------
 # Kernels
 
 
-cdef struct Plan:
-    Py_ssize_t batch, src_c, src_h, src_w, dst_c, dst_h, dst_w, group, cg_in, cg_out
-    Py_ssize_t sy, sx, pt, pl
-    Py_ssize_t hp, wp, ply, plx, cgp, cpt, a_img   # the padded source image
-    Py_ssize_t kpairs, nblocks, nrows, ntasks
-    bint nhwc, dst_bf16, soft
-    int act
-    const float* bias
-    const float* params
-    const uint16_t* weights     # PhaseGemm: packed BF16 weights
-    const float* wdw            # Depthwise: FP32 weights by (channel, tap) or (tap, channel)
-    const int64_t* wofs         # PhaseGemm: [group][phase][block] offsets into weights
-    const int64_t* ph_ntaps     # [phase]
-    const int64_t* ph_tap0      # [phase]: first tap in toffs / tap index tables
-    const int64_t* toffs        # tap offsets in the padded source (elements)
-    const int64_t* row_ry       # [nrows]: phase row of each task row
-    const int64_t* row_j
-    const int64_t* col_i0       # [sx]: first phase column
-    const int64_t* col_n        # [sx]: phase columns
-    bint amx                    # PhaseGemm on AMX tiles: tasks are (unit of <= 2 segments, 32-channel block)
-    Py_ssize_t bw, nunits, dst_img
-    const int64_t* unit_s0      # [nunits]: first segment
-    const int64_t* unit_s1      # [nunits]: second segment (full ones only) or -1
-    const int64_t* seg_aoff     # [segments]: offset of the first pixel in the padded source image
-    const int64_t* seg_doff     # [segments]: offset of the first pixel in the dst image (channel 0)
-    const int64_t* seg_m        # [segments]: pixels (<= 16)
-    const int64_t* seg_phase    # [segments]
 
 
 cdef inline void _store(const float* acc, Py_ssize_t mstride, Py_ssize_t M, Py_ssize_t N, Py_ssize_t c0,
-                        const Plan* p, void* dst, Py_ssize_t off, Py_ssize_t mstep, Py_ssize_t nstep) noexcept nogil:
-    """dst[off + m·mstep + n·nstep] = act(acc[m·mstride + n] + bias[c0 + n]) for m < M, n < N."""
-    cdef Py_ssize_t m, n
-    cdef float v
+                        const DeconvolutionPlan* p, void* dst, Py_ssize_t off, Py_ssize_t mstep, Py_ssize_t nstep) noexcept nogil:
+    """dst[off + m·mstep + n·nstep] = act(acc[m·mstride + n] + bias[c0 + n]) for m < M, n < N.
+
+    Output channel c0 + n; FP32 or BF16 (nearest-even) dst. The activation is `activate_block`
+    of ``synet/activations.pxd`` on runs of <= STORE_RUN values of one row (nstep == 1) or one
+    channel (nstep != 1); IDENTITY and RELU take its vectorised `activate_store_fast` when the build has it.
+    """
+    cdef Py_ssize_t m, n, j0, j, k, len_
+    cdef float run[STORE_RUN]
     cdef float* d32 = <float*>dst
     cdef uint16_t* d16 = <uint16_t*>dst
     cdef const float* bias = p.bias + c0
+    cdef const float* prm
     cdef int act = p.act
-    if (act == IDENTITY or act == RELU) and synet_dc_store_fast(acc, mstride, M, N, bias, dst, p.dst_bf16,
-                                                                 act == RELU, off, mstep, nstep):
-        return
-    if nstep == 1:
+    if activate_store_fast(acc, mstride, M, N, bias, dst, p.dst_bf16, act, off, mstep, nstep):
+        return   # IDENTITY / RELU in vector registers
+    if nstep == 1:   # runs along the channels of one pixel: PRELU's channel of run[k] is c0 + j + k
         for m in range(M):
-            if act == IDENTITY:
+            for j0 in range((N + STORE_RUN - 1) // STORE_RUN):
+                j = j0 * STORE_RUN
+                len_ = min(<Py_ssize_t>STORE_RUN, N - j)
+                for k in range(len_):
+                    run[k] = acc[m * mstride + j + k] + bias[j + k]
+                activate_block(run, len_, act, p.params, c0 + j, 1, p.dst_c)
                 if p.dst_bf16:
-                    for n in range(N):
-                        d16[off + m * mstep + n] = float32_to_bf16(acc[m * mstride + n] + bias[n])
+                    for k in range(len_):
+                        d16[off + m * mstep + j + k] = float32_to_bf16(run[k])
                 else:
-                    for n in range(N):
-                        d32[off + m * mstep + n] = acc[m * mstride + n] + bias[n]
-            else:
-                for n in range(N):
-                    v = _activate(acc[m * mstride + n] + bias[n], act, p.params, c0 + n)
-                    if p.dst_bf16:
-                        d16[off + m * mstep + n] = float32_to_bf16(v)
-                    else:
-                        d32[off + m * mstep + n] = v
-    else:
+                    for k in range(len_):
+                        d32[off + m * mstep + j + k] = run[k]
+    else:            # runs along the pixels of one channel: PRELU reads the single slope params[c0 + n]
         for n in range(N):
-            for m in range(M):
-                v = _activate(acc[m * mstride + n] + bias[n], act, p.params, c0 + n)
+            prm = p.params + (c0 + n if act == ACT_PRELU else 0)
+            for j0 in range((M + STORE_RUN - 1) // STORE_RUN):
+                j = j0 * STORE_RUN
+                len_ = min(<Py_ssize_t>STORE_RUN, M - j)
+                for k in range(len_):
+                    run[k] = acc[(j + k) * mstride + n] + bias[n]
+                activate_block(run, len_, act, prm, 0, 1, 1)
                 if p.dst_bf16:
-                    d16[off + n * nstep + m * mstep] = float32_to_bf16(v)
+                    for k in range(len_):
+                        d16[off + n * nstep + (j + k) * mstep] = float32_to_bf16(run[k])
                 else:
-                    d32[off + n * nstep + m * mstep] = v
+                    for k in range(len_):
+                        d32[off + n * nstep + (j + k) * mstep] = run[k]
 
 
 cdef inline uint16_t _bf16_of(src_t value) noexcept nogil:
@@ -521,7 +388,7 @@ cdef inline uint16_t _bf16_of(src_t value) noexcept nogil:
         return value
 
 
-cdef void _pad_row(const src_t* src, uint16_t* a, const Plan* p, Py_ssize_t r) noexcept nogil:
+cdef void _pad_row(const src_t* src, uint16_t* a, const DeconvolutionPlan* p, Py_ssize_t r) noexcept nogil:
     """Row r of a[n, yp, xp, g, c] = bf16(src[n, g·cg_in + c, yp − ply, xp − plx]), zero outside (and in pad channels)."""
     cdef Py_ssize_t n, y, x, c, g, ci
     cdef Py_ssize_t row_len = p.wp * p.cpt
@@ -559,7 +426,7 @@ cdef void _pad_row(const src_t* src, uint16_t* a, const Plan* p, Py_ssize_t r) n
                 d[x * p.cpt + ci] = _bf16_of(s[x])
 
 
-cdef void _gemm_task(const uint16_t* a, void* dst, const Plan* p, Py_ssize_t task) noexcept nogil:
+cdef void _gemm_task(const uint16_t* a, void* dst, const DeconvolutionPlan* p, Py_ssize_t task) noexcept nogil:
     """One task: an output phase row of one image and group, one block of <= 64 output channels."""
     cdef Py_ssize_t t = task, ob, r, g, n, ry, rx, j, i, i0, ni, M, nv, nvalid, mmax, phase, oc0, oy
     cdef Py_ssize_t off, mstep, nstep
@@ -602,7 +469,7 @@ cdef void _gemm_task(const uint16_t* a, void* dst, const Plan* p, Py_ssize_t tas
             i = i + M
 
 
-cdef void _amx_task(const uint16_t* a, void* dst, const Plan* p, Py_ssize_t task, int* rows) noexcept nogil:
+cdef void _amx_task(const uint16_t* a, void* dst, const DeconvolutionPlan* p, Py_ssize_t task, int* rows) noexcept nogil:
     """AMX: one unit (one or two segments of <= 16 pixels of a phase) x one block of <= 32 channels."""
     cdef Py_ssize_t t = task, u, ob, g, n, s0, s1, M, phase, nvalid, nv, oc0, off, mstep, nstep
     cdef float tile[32 * 32]
@@ -640,7 +507,7 @@ cdef void _amx_task(const uint16_t* a, void* dst, const Plan* p, Py_ssize_t task
         _store(tile + 16 * 32, 32, M, nvalid, oc0, p, dst, off + p.seg_doff[s1], mstep, nstep)
 
 
-cdef void _pad_row_f32(const src_t* src, float* a, const Plan* p, Py_ssize_t r) noexcept nogil:
+cdef void _pad_row_f32(const src_t* src, float* a, const DeconvolutionPlan* p, Py_ssize_t r) noexcept nogil:
     """Depthwise: row r of the BF16-rounded FP32 copy of src, zero-padded; [n, c, yp, xp] or [n, yp, xp, c]."""
     cdef Py_ssize_t n, c, y, x
     cdef Py_ssize_t row_len = p.wp * p.src_c if p.nhwc else p.wp
@@ -670,7 +537,7 @@ cdef void _pad_row_f32(const src_t* src, float* a, const Plan* p, Py_ssize_t r) 
             d[x] = bf16_to_float32(_bf16_of(s[x]))
 
 
-cdef void _depthwise_task(const float* a, void* dst, const Plan* p, Py_ssize_t task) noexcept nogil:
+cdef void _depthwise_task(const float* a, void* dst, const DeconvolutionPlan* p, Py_ssize_t task) noexcept nogil:
     """One output phase row of one image (NHWC) or of one image channel (NCHW)."""
     cdef Py_ssize_t t = task, r, c, n, ry, rx, j, i, i0, ni, len_, phase, oy, off, c0, cn
     cdef float acc[DW_CHUNK]
@@ -714,7 +581,7 @@ cdef void _depthwise_task(const float* a, void* dst, const Plan* p, Py_ssize_t t
                 i = i + len_
 
 
-cdef void _run_gemm(const src_t* src, uint16_t* abuf, void* dst, Plan* p, bint direct, int threads) noexcept nogil:
+cdef void _run_gemm(const src_t* src, uint16_t* abuf, void* dst, const DeconvolutionPlan* p, int threads) noexcept nogil:
     """Pad/convert the source (unless direct), then all output tasks: one parallel region per call.
 
     Tasks are scheduled "guided" (a thread the OS delays does not hold back a fixed share);
@@ -722,8 +589,8 @@ cdef void _run_gemm(const src_t* src, uint16_t* abuf, void* dst, Plan* p, bint d
     """
     cdef Py_ssize_t task, r
     cdef Py_ssize_t work = p.batch * p.dst_h * p.dst_w * p.dst_c * p.cg_in
-    cdef Py_ssize_t pad_rows = 0 if direct else p.batch * p.hp
-    cdef const uint16_t* a = <const uint16_t*>src if direct else abuf
+    cdef Py_ssize_t pad_rows = 0 if p.direct else p.batch * p.hp
+    cdef const uint16_t* a = <const uint16_t*>src if p.direct else abuf
     cdef int* rows
     cdef int one_rows[16]
     cdef int nthreads = threads if work >= PARALLEL_MIN else 1
@@ -746,7 +613,7 @@ cdef void _run_gemm(const src_t* src, uint16_t* abuf, void* dst, Plan* p, bint d
         free(rows)
 
 
-cdef void _run_depthwise(const src_t* src, float* abuf, void* dst, Plan* p, int threads) noexcept nogil:
+cdef void _run_depthwise(const src_t* src, float* abuf, void* dst, const DeconvolutionPlan* p, int threads) noexcept nogil:
     cdef Py_ssize_t ntasks = p.batch * p.nrows * (1 if p.nhwc else p.src_c)
     cdef Py_ssize_t pad_rows = p.batch * p.hp * (1 if p.nhwc else p.src_c)
     cdef Py_ssize_t task, r
@@ -756,6 +623,51 @@ cdef void _run_depthwise(const src_t* src, float* abuf, void* dst, Plan* p, int 
             _pad_row_f32(src, abuf, p, r)
         for task in prange(ntasks, schedule="guided"):
             _depthwise_task(abuf, dst, p, task)
+
+
+cdef SynetStatus deconvolution_run(const DeconvolutionPlan* plan, const void* src, void* buf, void* dst,
+                                   int n_threads) noexcept nogil:
+    """Run a plan (see _deconvolution.pxd); the one entry point of the Python and C APIs.
+
+    ``dst = act(bias + conv_transpose(bf16(src), bf16(weight)))``: pads/converts src into buf
+    (aligned to 64 bytes inside plan.buf_size), then runs every output task.
+    """
+    cdef const DeconvolutionPlan* p = plan
+    cdef char* abuf = NULL
+    cdef int threads = max(n_threads, 1)
+    if p == NULL or src == NULL or dst == NULL:
+        return SYNET_VALUE_ERROR
+    if p.impl != SYNET_DECONV_GEMM and p.impl != SYNET_DECONV_DEPTHWISE or p.act < 0 or p.act >= ACT_COUNT:
+        return SYNET_VALUE_ERROR
+    if min(p.batch, p.src_c, p.src_h, p.src_w, p.dst_c, p.dst_h, p.dst_w, p.group, p.sy, p.sx) < 1 or \
+            min(p.cg_in, p.cg_out, p.hp, p.wp, p.nrows, p.ntasks) < 1 or p.buf_size < 0:
+        return SYNET_VALUE_ERROR
+    if p.ph_ntaps == NULL or p.ph_tap0 == NULL or p.toffs == NULL or p.row_ry == NULL or p.row_j == NULL or \
+            p.col_i0 == NULL or p.col_n == NULL:
+        return SYNET_VALUE_ERROR
+    if p.impl == SYNET_DECONV_GEMM and (
+            (p.direct and not (p.src_bf16 and p.nhwc)) or (not p.soft and not synet_dc_hard()) or
+            (p.amx and (not _AMX_GRANTED or p.nunits < 1 or p.unit_s0 == NULL or p.unit_s1 == NULL or
+                        p.seg_aoff == NULL or p.seg_doff == NULL or p.seg_m == NULL or p.seg_phase == NULL))):
+        return SYNET_VALUE_ERROR   # a kernel this build, CPU or process cannot run
+    if p.bias == NULL or p.params == NULL or p.wofs == NULL or \
+            (p.weights == NULL if p.impl == SYNET_DECONV_GEMM else p.wdw == NULL):
+        return SYNET_NOT_READY
+    if p.buf_size > 0:
+        if buf == NULL:
+            return SYNET_VALUE_ERROR
+        abuf = <char*>buf
+        abuf = abuf + ((64 - (<size_t>abuf) % 64) % 64)
+    if p.impl == SYNET_DECONV_GEMM:
+        if p.src_bf16:
+            _run_gemm(<const uint16_t*>src, <uint16_t*>abuf, dst, p, threads)
+        else:
+            _run_gemm(<const float*>src, <uint16_t*>abuf, dst, p, threads)
+    elif p.src_bf16:
+        _run_depthwise(<const uint16_t*>src, <float*>abuf, dst, p, threads)
+    else:
+        _run_depthwise(<const float*>src, <float*>abuf, dst, p, threads)
+    return SYNET_OK
 
 
 # ---------------------------------------------------------------------------------------------
@@ -784,30 +696,6 @@ def _axis_phases(stride, dilation, kernel, pad_begin, src, dst):
             low = max(low, -(j0 + min(offsets)))
             high = max(high, j0 + count - 1 + max(offsets) - (src - 1))
     return phases, low, high
-
-
-def _params_array(act, params, Py_ssize_t dst_c):
-    """FP32 activation parameters, at least max(dst_c, 2) long, defaults filled in."""
-    out = np.zeros(max(dst_c, 2), np.float32)
-    if act == Activation.PRELU:
-        if params is None:
-            raise ValueError(f"params: PRELU needs {dst_c} slopes (one per output channel), got None")
-        values = np.asarray(params, dtype=np.float32).reshape(-1)
-        if values.size < dst_c:
-            raise ValueError(f"params: PRELU needs {dst_c} slopes (one per output channel), got {values.size}")
-        out[:dst_c] = values[:dst_c]
-        return out
-    defaults = _ACTIVATION_DEFAULTS[act]
-    if params is None:
-        out[:len(defaults)] = defaults
-        return out
-    values = np.asarray(params, dtype=np.float32).reshape(-1)
-    if values.size < len(defaults):
-        raise ValueError(f"params: {act.name} needs {len(defaults)} value(s) {defaults} "
-                         f"(the defaults), got {values.size}")
-    n = min(values.size, out.size)
-    out[:n] = values[:n]
-    return out
 
 
 def _bf16_bits(array):
@@ -842,19 +730,6 @@ cdef class Deconvolution16b:
     (1, 6, 6, 4)
     """
 
-    cdef object _conv
-    cdef tuple _key
-    cdef Py_ssize_t _batch
-    cdef int _impl
-    cdef bint _soft, _direct, _ready
-    cdef object _compat
-    cdef Plan _plan
-    cdef object _keep           # arrays the plan points into
-    cdef object _weights, _bias, _params, _wofs
-    cdef object _src_dtypes, _dst_dtypes, _dst_dtype, _src_shape, _dst_shape
-    cdef Py_ssize_t _src_size, _dst_size, _buf_size
-    cdef object _lock
-    cdef object _tap_k
 
     def __cinit__(self):
         self._key = None
@@ -944,7 +819,7 @@ cdef class Deconvolution16b:
                           values["pad_h"], values["pad_w"], g, activation)
 
     def _build(self, Py_ssize_t batch, conv, compat):
-        cdef Plan* p = &self._plan
+        cdef DeconvolutionPlan* p = &self._plan
         cdef const int64_t[::1] v
         nhwc = conv.src_format == TensorFormat.NHWC
         g = conv.group
@@ -960,25 +835,25 @@ cdef class Deconvolution16b:
         phases_x, plx, phx = _axis_phases(geo.stride_x, geo.dilation_x, geo.kernel_x, geo.pad_x, geo.src_w, geo.dst_w)
         hp, wp = geo.src_h + ply + phy, geo.src_w + plx + phx
         src_bf16 = conv.src_type == DataType.BFLOAT16
-        self._soft = bool(compat & Compatibility.BF16_SOFT) or not HARDWARE_BF16
+        p.soft = bool(compat & Compatibility.BF16_SOFT) or not HARDWARE_BF16
         amx = HARDWARE_AMX and not (compat & Compatibility.BF16_SOFT) and cg_in >= 16 and not depthwise
         bw = 32 if amx else TILE_N
         if depthwise:
-            self._impl = IMPL_DEPTHWISE
+            p.impl = SYNET_DECONV_DEPTHWISE
             cgp = 1
             cpt = conv.src_c if nhwc else 1
             pix = conv.src_c if nhwc else 1     # elements between neighbouring pixels
             row = wp * pix
-            self._direct = False
-            self._buf_size = batch * conv.src_c * hp * wp * 4 + 64
+            p.direct = False
+            p.buf_size = batch * conv.src_c * hp * wp * 4 + 64
         else:
-            self._impl = IMPL_GEMM
+            p.impl = SYNET_DECONV_GEMM
             cgp = (cg_in + 31) // 32 * 32 if amx else cg_in + (cg_in & 1)
             cpt = g * cgp
-            self._direct = bool(nhwc and src_bf16 and cgp == cg_in and ply == plx == phy == phx == 0)
+            p.direct = bool(nhwc and src_bf16 and cgp == cg_in and ply == plx == phy == phx == 0)
             pix = cpt
             row = wp * cpt
-            self._buf_size = 0 if self._direct else batch * hp * wp * cpt * 2 + 64
+            p.buf_size = 0 if p.direct else batch * hp * wp * cpt * 2 + 64
         # tap tables: per phase (ry, rx), taps ky-major with their source offsets
         ntaps, tap0, toffs, tap_k = [], [], [], []
         for ry, (taps_y, _, _) in enumerate(phases_y):
@@ -1054,7 +929,7 @@ cdef class Deconvolution16b:
         p.ntasks = batch * g * (len(units) if amx else len(rows)) * nblocks
         p.nhwc = nhwc
         p.dst_bf16 = conv.dst_type == DataType.BFLOAT16
-        p.soft = self._soft
+        p.src_bf16 = src_bf16
         p.act = int(conv.activation)
         v = row_ry; p.row_ry = &v[0]
         v = row_j; p.row_j = &v[0]
@@ -1077,7 +952,7 @@ cdef class Deconvolution16b:
     def external_buffer_size(self):
         """Bytes of scratch `forward` needs in `buf` (the padded BF16 / FP32 source); 0 if none."""
         self._require_init()
-        return int(self._buf_size)
+        return int(self._plan.buf_size)
 
     def internal_buffer_size(self):
         """Bytes held by the context: packed weights, bias, activation parameters, tables."""
@@ -1092,10 +967,10 @@ cdef class Deconvolution16b:
     def info(self):
         """The implementation chosen by `init`, e.g. ``"Cython::PhaseGemm avx512bf16"``."""
         self._require_init()
-        if self._impl == IMPL_DEPTHWISE:
+        if self._plan.impl == SYNET_DECONV_DEPTHWISE:
             return "Cython::Depthwise fp32"
-        kernel = "amx-bf16" if self._plan.amx else ("portable" if self._soft else "avx512bf16")
-        return f"Cython::PhaseGemm {kernel}" + (" direct" if self._direct else "")
+        kernel = "amx-bf16" if self._plan.amx else ("portable" if self._plan.soft else "avx512bf16")
+        return f"Cython::PhaseGemm {kernel}" + (" direct" if self._plan.direct else "")
 
     cdef _require_init(self):
         if self._key is None:
@@ -1110,7 +985,10 @@ cdef class Deconvolution16b:
         [srcC, kY, kX, dstC/group]. params: at least the values the activation uses
         (dstC slopes for PRELU); None takes SPEC §2's defaults.
         """
-        cdef Plan* p = &self._plan
+        cdef DeconvolutionPlan* p = &self._plan
+        cdef const float[::1] vb, vp, vw32
+        cdef const int64_t[::1] vo
+        cdef const uint16_t[::1] vw16
         with self._lock:
             self._require_init()
             conv = self._conv
@@ -1132,7 +1010,8 @@ cdef class Deconvolution16b:
             if b.size != conv.dst_c:
                 raise ValueError(f"bias: expected {conv.dst_c} elements (dstC), got {b.size}")
             b = b.copy()
-        prm = _params_array(conv.activation, params, conv.dst_c)
+        prm = activation_params(conv.activation, params, conv.dst_c, "params", allow_single_slope=False,
+                                allow_extra_slopes=True)
         w = np.asarray(w, np.float32)
         if p.nhwc:
             canon = w.reshape(g, cg_in, ky, kx, cg_out)
@@ -1141,7 +1020,7 @@ cdef class Deconvolution16b:
         tap_k = self._tap_k
         sy, sx = conv.stride_y, conv.stride_x
         ntaps_all = np.asarray(self._keep[4])
-        if self._impl == IMPL_DEPTHWISE:
+        if p.impl == SYNET_DECONV_DEPTHWISE:
             r = _round_f32(canon.reshape(conv.src_c, ky, kx))   # [c, ky, kx]
             kyi = np.array([k[0] for k in tap_k], np.intp)
             kxi = np.array([k[1] for k in tap_k], np.intp)
@@ -1182,6 +1061,18 @@ cdef class Deconvolution16b:
             if self._key is not key:   # init/clear ran meanwhile: these weights fit the old geometry
                 raise RuntimeError("Deconvolution16b.set_params: the context was re-initialised during the call")
             self._weights, self._bias, self._params, self._wofs = packed, b, prm, wofs
+            vb = b
+            vp = prm
+            vo = wofs
+            p.bias = &vb[0]
+            p.params = &vp[0]
+            p.wofs = &vo[0]
+            if p.impl == SYNET_DECONV_DEPTHWISE:
+                vw32 = packed
+                p.wdw = &vw32[0]
+            else:
+                vw16 = packed
+                p.weights = &vw16[0]
             self._ready = True
 
     # -- forward -------------------------------------------------------------------------------
@@ -1189,27 +1080,24 @@ cdef class Deconvolution16b:
     def forward(self, src, buf=None, dst=None, *, n_threads=None):
         """Run the deconvolution; returns dst (allocated in the layout's shape when None).
 
+        ``dst = act(bias + conv_transpose(bf16(src), bf16(weight)))``, by `deconvolution_run`.
         src: C-contiguous, the context's type (FLOAT32, or BFLOAT16 as ml_dtypes.bfloat16 / uint16
         bits), batch·srcC·srcH·srcW elements. buf: uint8 scratch of >= external_buffer_size() bytes,
         or None. dst: C-contiguous, dst type, batch·dstC·dstH·dstW elements.
         """
         cdef int threads = resolve_num_threads(n_threads)
-        cdef Plan plan
-        cdef Py_ssize_t src_size = 0, dst_size = 0, buf_size = 0
-        cdef int impl = 0
-        cdef bint direct = False
+        cdef DeconvolutionPlan plan
+        cdef Py_ssize_t src_size = 0, dst_size = 0
+        cdef SynetStatus status
         with self._lock:   # one consistent snapshot: a concurrent init/set_params/clear cannot pull it away
             self._require_init()
             if not self._ready:
                 raise RuntimeError("Deconvolution16b.forward: call set_params() before forward()")
-            plan = self._plan     # a private copy; `keep` holds the tables it points into
+            plan = self._plan     # a private copy; the references below keep the arrays it points into
             keep = self._keep
             weights, bias, prm, wofs = self._weights, self._bias, self._params, self._wofs
             src_dtypes, src_size = self._src_dtypes, self._src_size
             dst_dtypes, dst_dtype, dst_shape, dst_size = self._dst_dtypes, self._dst_dtype, self._dst_shape, self._dst_size
-            buf_size = self._buf_size
-            impl = self._impl
-            direct = self._direct
         src = check_buffer(src, "src", src_dtypes, src_size)
         if dst is None:
             dst = np.empty(dst_shape, dst_dtype)
@@ -1217,63 +1105,38 @@ cdef class Deconvolution16b:
             dst = check_buffer(dst, "dst", dst_dtypes, dst_size, writeable=True)
             if np.may_share_memory(dst, src):
                 raise ValueError("dst: must not overlap src")
-        if buf_size:
-            if buf is None:
-                buf = np.empty(buf_size, np.uint8)
-            else:
-                buf = require_array(buf, "buf")
-                if buf.dtype != np.uint8:
-                    raise ValueError(f"buf: expected dtype uint8, got {buf.dtype}")
-                if not buf.flags.c_contiguous or not buf.flags.writeable:
-                    raise ValueError("buf: expected a writeable C-contiguous array")
-                if buf.size < buf_size:
-                    raise ValueError(f"buf: expected >= {buf_size} bytes (external_buffer_size()), "
-                                     f"got {buf.size}")
-                if np.may_share_memory(buf, dst) or np.may_share_memory(buf, src):
-                    raise ValueError("buf: must not overlap src or dst")
-        elif buf is not None:
+        if buf is not None:
             buf = require_array(buf, "buf")
             if buf.dtype != np.uint8:
                 raise ValueError(f"buf: expected dtype uint8, got {buf.dtype}")
-        cdef const float[::1] vb = bias
-        cdef const float[::1] vp = prm
-        cdef const int64_t[::1] vo = wofs
-        cdef const uint16_t[::1] vw16
-        cdef const float[::1] vw32
-        cdef uint8_t[::1] vbuf
-        cdef char* abuf = NULL
-        plan.bias = &vb[0]
-        plan.params = &vp[0]
-        plan.wofs = &vo[0]
-        if impl == IMPL_DEPTHWISE:
-            vw32 = weights
-            plan.wdw = &vw32[0]
-        else:
-            vw16 = weights
-            plan.weights = &vw16[0]
-        if buf_size:
-            vbuf = buf.reshape(-1)
-            abuf = <char*>&vbuf[0]
-            abuf = abuf + ((64 - (<size_t>abuf) % 64) % 64)
-        cdef const float[::1] s32
-        cdef const uint16_t[::1] s16
-        cdef void* d = _data_ptr(dst)
-        cdef bint src_f32 = src.dtype == _FLOAT32
-        if src_f32:
-            s32 = src.reshape(-1)
-            with nogil:
-                if impl == IMPL_GEMM:
-                    _run_gemm(&s32[0], <uint16_t*>abuf, d, &plan, False, threads)
-                else:
-                    _run_depthwise(&s32[0], <float*>abuf, d, &plan, threads)
-        else:
-            s16 = src.reshape(-1).view(np.uint16)
-            with nogil:
-                if impl == IMPL_GEMM:
-                    _run_gemm(&s16[0], <uint16_t*>abuf, d, &plan, direct, threads)
-                else:
-                    _run_depthwise(&s16[0], <float*>abuf, d, &plan, threads)
+        if plan.buf_size:
+            if buf is None:
+                buf = np.empty(plan.buf_size, np.uint8)
+            else:
+                if not buf.flags.c_contiguous or not buf.flags.writeable:
+                    raise ValueError("buf: expected a writeable C-contiguous array")
+                if buf.size < plan.buf_size:
+                    raise ValueError(f"buf: expected >= {plan.buf_size} bytes (external_buffer_size()), "
+                                     f"got {buf.size}")
+                if np.may_share_memory(buf, dst) or np.may_share_memory(buf, src):
+                    raise ValueError("buf: must not overlap src or dst")
+        cdef const void* ps = _const_ptr(src)
+        cdef void* pd = _data_ptr(dst)
+        cdef void* pb = _data_ptr(buf) if plan.buf_size else NULL
+        with nogil:
+            status = deconvolution_run(&plan, ps, pb, pd, threads)
+        if status != SYNET_OK:   # the checks above make this unreachable
+            raise RuntimeError(f"Deconvolution16b.forward: kernel status {status}")
         return dst
+
+    cdef DeconvolutionPlan plan(self) except *:
+        """The prepared context as a C-level plan for `deconvolution_run` (points into the context's
+        arrays: keep the context alive and do not re-init, set_params or clear it while the plan runs)."""
+        with self._lock:
+            self._require_init()
+            if not self._ready:
+                raise RuntimeError("Deconvolution16b: call set_params() before plan()")
+            return self._plan
 
     def clear(self):
         """Release the context: geometry, packed weights, bias and parameters."""
@@ -1287,8 +1150,7 @@ cdef class Deconvolution16b:
         self._weights = self._bias = self._params = self._wofs = None
         self._keep = ()
         self._tap_k = None
-        self._buf_size = 0
-        memset(&self._plan, 0, sizeof(Plan))
+        memset(&self._plan, 0, sizeof(DeconvolutionPlan))
 
     @property
     def conv(self):
@@ -1299,6 +1161,11 @@ cdef class Deconvolution16b:
 cdef void* _data_ptr(array):
     cdef uint8_t[::1] v = array.reshape(-1).view(np.uint8)
     return <void*>&v[0]
+
+
+cdef const void* _const_ptr(array):
+    cdef const uint8_t[::1] v = array.reshape(-1).view(np.uint8)
+    return <const void*>&v[0]
 
 
 def _as_operand(x, str name):
@@ -1420,10 +1287,7 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     context.init(n, conv)
     context.set_params(w.astype(np.float32, copy=False) if w.dtype != _FLOAT32 else w, bias, activation_params)
     result = context.forward(np.ascontiguousarray(x), None,
-                             out if out is not None else np.empty(shape, dtype_of_type(dst_type)),
+                             out if out is not None else np.empty(shape, dtype_of(dst_type)),
                              n_threads=n_threads)
     return result
 
-
-def dtype_of_type(t):
-    return BFLOAT16 if t == DataType.BFLOAT16 else _FLOAT32

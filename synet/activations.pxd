@@ -31,9 +31,112 @@ outside the loops so the simple activations (RELU, LEAKY_RELU, RESTRICT_RANGE, P
 HSWISH, HARD_SIGMOID) vectorise. For PRELU element j of the block has the flat output
 index ``first + j`` and the channel ``(first + j) // inner % channels`` (NCHW: inner = H*W;
 NHWC: inner = 1).
+
+`activate_store_fast` is the vectorised epilogue of a block of FP32 sums: bias, IDENTITY or
+RELU, and an FP32 or BF16 (nearest-even) store at any strides, in AVX-512 registers. It
+returns 0 (nothing done) where it does not apply (another activation, no AVX-512BW in the
+build, strides beyond its gather range); the caller then runs `activate_block` and stores.
 """
 
 from libc.math cimport expf, expm1f, tanhf, log1pf, erfcf, fmaf
+from libc.stdint cimport int64_t
+
+cdef extern from * nogil:
+    """
+    #ifndef SYNET_ACTIVATIONS_STORE
+    #define SYNET_ACTIVATIONS_STORE
+    #include <stdint.h>
+    #if defined(__AVX512F__) && defined(__AVX512BW__)
+    #include <immintrin.h>
+    /* 16 lanes of FP32 -> BF16 bits, round to nearest even; a NaN becomes a quiet NaN of its sign. */
+    static inline __m256i synet_act_bf16_vec(__m512 v)
+    {
+        const __m512i bits = _mm512_castps_si512(v);
+        const __m512i abs = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7F800000));
+        __m512i r = _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF),
+                        _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1))));
+        r = _mm512_srli_epi32(r, 16);
+        r = _mm512_mask_or_epi32(r, nan, _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x8000)),
+                                 _mm512_set1_epi32(0x7FC0));
+        return _mm512_cvtepi32_epi16(r);
+    }
+
+    /* dst[off + m*mstep + n*nstep] = act(src[m*sstride + n] + bias[n]) for m < M, n < N; act 0 (IDENTITY)
+       or 1 (RELU); bias NULL adds 0; dst FP32, or BF16 bits when bf16. Returns 1 when done, else 0. */
+    static inline int synet_act_store_fast(const float *src, int64_t sstride, int64_t M, int64_t N, const float *bias,
+                                    void *dst, int bf16, int act, int64_t off, int64_t mstep, int64_t nstep)
+    {
+        const __m512 zero = _mm512_setzero_ps();
+        const int relu = act == 1;
+        float *d32 = (float *)dst;
+        uint16_t *d16 = (uint16_t *)dst;
+        if (act != 0 && act != 1) return 0;
+        if (nstep == 1) {
+            for (int64_t m = 0; m < M; ++m) {
+                int64_t n = 0;
+                if (!bf16) {  /* FP32: a short first store up to the cache line, then whole lines */
+                    int64_t head = (int64_t)(((64u - ((uintptr_t)(d32 + off + m * mstep) & 63u)) & 63u) >> 2);
+                    if (head > N) head = N;
+                    if (head) {
+                        const __mmask16 k = (__mmask16)((1u << head) - 1);
+                        __m512 v = _mm512_maskz_loadu_ps(k, src + m * sstride);
+                        if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, bias));
+                        if (relu) v = _mm512_max_ps(zero, v);
+                        _mm512_mask_storeu_ps(d32 + off + m * mstep, k, v);
+                        n = head;
+                    }
+                }
+                for (; n < N; n += 16) {
+                    const __mmask16 k = N - n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (N - n)) - 1);
+                    __m512 v = _mm512_maskz_loadu_ps(k, src + m * sstride + n);
+                    if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, bias + n));
+                    if (relu) v = _mm512_max_ps(zero, v);
+                    if (bf16) _mm256_mask_storeu_epi16(d16 + off + m * mstep + n, k, synet_act_bf16_vec(v));
+                    else _mm512_mask_storeu_ps(d32 + off + m * mstep + n, k, v);
+                }
+            }
+            return 1;
+        }
+        if (sstride > (1 << 26) || mstep > (1 << 26) || sstride < 0 || mstep < 0) return 0;
+        const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        const __m512i gidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)sstride));
+        const __m512i sidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)mstep));
+        for (int64_t n = 0; n < N; ++n) {
+            const __m512 b = _mm512_set1_ps(bias ? bias[n] : 0.0f);
+            for (int64_t m = 0; m < M; m += 16) {
+                const __mmask16 k = M - m >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (M - m)) - 1);
+                __m512 v = _mm512_mask_i32gather_ps(zero, k, gidx, src + m * sstride + n, 4);
+                v = _mm512_add_ps(v, b);
+                if (relu) v = _mm512_max_ps(zero, v);
+                const int64_t o = off + n * nstep + m * mstep;
+                if (bf16) {
+                    if (mstep == 1) _mm256_mask_storeu_epi16(d16 + o, k, synet_act_bf16_vec(v));
+                    else {
+                        uint16_t tmp[16];
+                        _mm256_storeu_si256((__m256i *)tmp, synet_act_bf16_vec(v));
+                        for (int64_t i = 0; i < 16 && m + i < M; ++i) d16[o + i * mstep] = tmp[i];
+                    }
+                } else if (mstep == 1) {
+                    _mm512_mask_storeu_ps(d32 + o, k, v);
+                } else {
+                    _mm512_mask_i32scatter_ps(d32 + o, k, sidx, v, 4);
+                }
+            }
+        }
+        return 1;
+    }
+    #else
+    static inline int synet_act_store_fast(const float *src, int64_t sstride, int64_t M, int64_t N, const float *bias,
+                                    void *dst, int bf16, int act, int64_t off, int64_t mstep, int64_t nstep)
+    { (void)src; (void)sstride; (void)M; (void)N; (void)bias; (void)dst; (void)bf16; (void)act; (void)off;
+      (void)mstep; (void)nstep; return 0; }
+    #endif
+    #endif
+    """
+    int activate_store_fast "synet_act_store_fast"(
+        const float* src, int64_t sstride, int64_t M, int64_t N, const float* bias, void* dst, int bf16,
+        int act, int64_t off, int64_t mstep, int64_t nstep)
 
 cdef enum:
     ACT_IDENTITY = 0

@@ -187,6 +187,20 @@ def test_activation_params_extra_values_ignored(params):
 
 
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+def test_prelu_extra_slopes_ignored(fmt):
+    """The seed's callers pass max(dstC, 2) values: a single output channel gets 2, the first is its slope."""
+    conv = ConvParams.deconvolution(3, 4, 4, 1, 2, 2, activation="prelu", format=fmt)
+    x = np.random.default_rng(8).standard_normal(3 * 16).astype(np.float32)
+    w = np.random.default_rng(9).standard_normal(3 * 4).astype(np.float32)
+    d = Deconvolution16b(1, conv)
+    d.set_params(w, None, [0.25, 7.0])
+    y = d.forward(x)
+    d.set_params(w, None, [1.0])
+    z = d.forward(x)
+    np.testing.assert_array_equal(y, np.where(z > 0, z, np.float32(0.25) * z))
+
+
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("cg_in, cg_out, groups", [(64, 64, 1), (32, 48, 2), (1, 1, 24), (3, 5, 1)])
 def test_workload_shapes(fmt, cg_in, cg_out, groups):
     """Sizes like the benchmarks' (both kernels: AMX for >= 16 channels per group, vector otherwise)."""
@@ -366,12 +380,12 @@ def test_set_params_errors():
     with pytest.raises(ValueError, match=r"bias: expected 6 elements"):
         d.set_params(np.ones(96, np.float32), np.ones(5, np.float32))
     d.init(1, good_conv(activation=Activation.PRELU))
-    with pytest.raises(ValueError, match="PRELU needs 6 slopes"):
+    with pytest.raises(ValueError, match=r"params: PRELU needs its slopes \(6 per-channel values\), got None"):
         d.set_params(np.ones(96, np.float32))
-    with pytest.raises(ValueError, match="PRELU needs 6 slopes"):
+    with pytest.raises(ValueError, match=r"params: PRELU expects at least 6 slope\(s\).*got 2"):
         d.set_params(np.ones(96, np.float32), None, np.ones(2, np.float32))
     d.init(1, good_conv(activation=Activation.RESTRICT_RANGE))
-    with pytest.raises(ValueError, match="needs 2 value"):
+    with pytest.raises(ValueError, match=r"params: RESTRICT_RANGE expects 2 value\(s\), got 1"):
         d.set_params(np.ones(96, np.float32), None, [1.0])
 
 

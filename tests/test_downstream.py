@@ -111,6 +111,77 @@ def test_status_codes_and_not_ready(downstream):
         downstream.quantized_add_u8(synet.QuantizedAdd(), np.zeros(1, np.uint8), np.zeros(1, np.uint8), np.zeros(1, np.uint8))
 
 
+def test_deconvolution_pxd_files_are_shipped():
+    for name in ("_deconvolution.pxd", "activations.pxd", "status.pxd"):
+        assert os.path.isfile(os.path.join(synet.get_include(), name)), name
+
+
+def _deconvolution_context(fmt, src_type, dst_type, kernel, stride, groups, act, seed):
+    rng = np.random.default_rng(seed)
+    src_c, dst_c = 2 * groups if groups > 1 else 24, 2 * groups if groups > 1 else 40
+    conv = synet.ConvParams.deconvolution(src_c, 7, 9, dst_c, kernel, stride, 1, 1, groups, act,
+                                          src_type=src_type, dst_type=dst_type, format=fmt)
+    context = synet.Deconvolution16b(2, conv)
+    context.set_params(rng.standard_normal(src_c * kernel * kernel * dst_c // groups).astype(np.float32),
+                       rng.standard_normal(dst_c).astype(np.float32),
+                       rng.uniform(-1, 1, dst_c).astype(np.float32) if act == "prelu" else None)
+    x = rng.standard_normal(2 * src_c * 7 * 9).astype(np.float32)
+    return context, (x.astype(ml_dtypes.bfloat16) if src_type == "bf16" else x)
+
+
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("src_type, dst_type", [("f32", "f32"), ("f32", "bf16"), ("bf16", "f32"), ("bf16", "bf16")])
+@pytest.mark.parametrize("kernel, stride, groups, act", [
+    (4, 2, 1, "identity"),    # PhaseGemm, vectorised epilogue
+    (3, 1, 1, "prelu"),       # PhaseGemm, per-channel activation
+    (4, 2, 8, "gelu"),        # depthwise
+])
+def test_deconvolution_with_a_context_prepared_in_python(downstream, fmt, src_type, dst_type, kernel, stride,
+                                                         groups, act):
+    if fmt == "NHWC" and groups > 1 and src_type == "bf16":
+        src_type = "f32"
+    context, x = _deconvolution_context(fmt, src_type, dst_type, kernel, stride, groups, act, 5)
+    expected = context.forward(x, n_threads=2)
+    dst = np.zeros_like(expected)
+    size = downstream.deconvolution_buf_size(context)
+    assert size == context.external_buffer_size()
+    buf = np.empty(size, np.uint8) if size else None
+    assert downstream.deconvolution(context, x.view(np.uint8), buf, dst.reshape(-1).view(np.uint8), 2) == 0
+    assert np.array_equal(dst.view(np.uint8), expected.view(np.uint8))
+    dst[...] = 0
+    if size:   # any alignment of the caller's buffer
+        buf = np.empty(size + 1, np.uint8)[1:]
+    assert downstream.deconvolution(context, x.view(np.uint8), buf, dst.reshape(-1).view(np.uint8), 1) == 0
+    assert np.array_equal(dst.view(np.uint8), expected.view(np.uint8))
+
+
+def test_deconvolution_direct_plan_needs_no_buffer(downstream):
+    conv = synet.ConvParams.deconvolution(32, 5, 6, 16, 1, src_type="bf16", dst_type="bf16", format="NHWC")
+    context = synet.Deconvolution16b(1, conv)
+    context.set_params(np.random.default_rng(6).standard_normal(32 * 16).astype(np.float32))
+    x = np.random.default_rng(7).standard_normal(32 * 30).astype(ml_dtypes.bfloat16)
+    if context.external_buffer_size():
+        pytest.skip("this build pads BF16 NHWC sources")
+    dst = np.zeros((1, 5, 6, 16), ml_dtypes.bfloat16)
+    assert downstream.deconvolution(context, x.view(np.uint8), None, dst.reshape(-1).view(np.uint8)) == 0
+    assert np.array_equal(dst.view(np.uint16), context.forward(x).view(np.uint16))
+
+
+def test_deconvolution_status_codes_and_not_ready(downstream):
+    context, x = _deconvolution_context("NCHW", "f32", "f32", 4, 2, 1, "relu", 8)
+    buf = np.empty(context.external_buffer_size(), np.uint8)
+    dst = context.forward(x)
+    # SYNET_VALUE_ERROR for a NULL plan, src and buf, and a bad activation; SYNET_NOT_READY without weights
+    assert downstream.deconvolution_bad_calls(context, x.view(np.uint8), buf, dst.reshape(-1).view(np.uint8)) == \
+        (1, 1, 1, 3, 1)
+    raw_dst = dst.reshape(-1).view(np.uint8)
+    with pytest.raises(RuntimeError, match="init"):
+        downstream.deconvolution(synet.Deconvolution16b(), x.view(np.uint8), buf, raw_dst)
+    context.init(1, synet.ConvParams.deconvolution(4, 3, 3, 4, 2, 2))
+    with pytest.raises(RuntimeError, match="set_params"):
+        downstream.deconvolution(context, x.view(np.uint8), buf, raw_dst)
+
+
 def test_activation_inline_function(downstream):
     for x in (-4.0, -1.0, 0.5, 2.0, 5.0):
         expected = np.float32(max(min(x, 3.0) + 3.0, 0.0)) * np.float32(1 / 6) * np.float32(x)

@@ -7,7 +7,8 @@ from synet.bf16 cimport float32_to_bf16, bf16_to_float32
 from synet.status cimport SynetStatus
 from synet._gather cimport GatherElements, GatherPlan, gather_elements_run
 from synet._quantized_add cimport QuantizedAdd, QuantizedAddPlan, quantized_add_run
-from synet.activations cimport activate, ACT_HSWISH
+from synet.activations cimport activate, ACT_HSWISH, ACT_COUNT
+from synet._deconvolution cimport Deconvolution16b, DeconvolutionPlan, deconvolution_run
 
 
 def gather(const float[::1] src, const int64_t[::1] idx, float[::1] dst, Py_ssize_t outer, Py_ssize_t src_count,
@@ -81,3 +82,39 @@ def hswish(float x):
     params[0] = 3.0
     params[1] = 1.0 / 6.0
     return activate(x, ACT_HSWISH, params, 0)
+
+
+# Deconvolution16b: packed weights of a context prepared in Python, run without the GIL
+
+
+def deconvolution(Deconvolution16b context, const unsigned char[::1] src, unsigned char[::1] buf,
+                  unsigned char[::1] dst, int n_threads=1):
+    """src, dst: the raw bytes of the context's tensors; buf: None or >= plan.buf_size bytes."""
+    cdef DeconvolutionPlan plan = context.plan()
+    cdef void* pbuf = NULL if buf is None else <void*>&buf[0]
+    cdef SynetStatus status
+    with nogil:
+        status = deconvolution_run(&plan, &src[0], pbuf, &dst[0], n_threads)
+    return status
+
+
+def deconvolution_buf_size(Deconvolution16b context):
+    return context.plan().buf_size
+
+
+def deconvolution_bad_calls(Deconvolution16b context, const unsigned char[::1] src, unsigned char[::1] buf,
+                            unsigned char[::1] dst):
+    """Statuses of: a NULL plan, a NULL src, a NULL buf (when needed), no weights, a bad activation."""
+    cdef DeconvolutionPlan plan = context.plan()
+    cdef DeconvolutionPlan bad
+    null_plan = deconvolution_run(NULL, &src[0], &buf[0], &dst[0], 1)
+    null_src = deconvolution_run(&plan, NULL, &buf[0], &dst[0], 1)
+    null_buf = deconvolution_run(&plan, &src[0], NULL, &dst[0], 1)
+    bad = plan
+    bad.weights = NULL
+    bad.wdw = NULL
+    no_weights = deconvolution_run(&bad, &src[0], &buf[0], &dst[0], 1)
+    bad = plan
+    bad.act = ACT_COUNT
+    bad_act = deconvolution_run(&bad, &src[0], &buf[0], &dst[0], 1)
+    return null_plan, null_src, null_buf, no_weights, bad_act
