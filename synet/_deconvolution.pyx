@@ -698,6 +698,28 @@ def _axis_phases(stride, dilation, kernel, pad_begin, src, dst):
     return phases, low, high
 
 
+_MAX_PLAN = 1 << 24   # Python-built table entries (phases·taps, rows, columns) a geometry may need
+
+
+def _check_sizes(batch, conv):
+    """ValueError for a geometry whose tensors do not fit 63-bit byte counts or whose plan tables would be
+    absurdly long (init builds them in Python: without this, a kernel or stride of 2**40 never returns)."""
+    g = conv.group
+    sizes = {"src": batch * conv.src_c * conv.src_h * conv.src_w,
+             "dst": batch * conv.dst_c * conv.dst_h * conv.dst_w,
+             "weight": conv.src_c * conv.kernel_y * conv.kernel_x * (conv.dst_c // g),
+             "padded src": batch * (conv.src_c + g) * (conv.src_h + conv.dilation_y * conv.kernel_y)
+                           * (conv.src_w + conv.dilation_x * conv.kernel_x)}
+    for name, n in sizes.items():
+        if n * 4 + 4096 >= 1 << 63:
+            raise ValueError(f"conv: the {name} tensor of {n} elements overflows 64-bit byte sizes")
+    entries = (conv.stride_y * conv.kernel_y + conv.stride_x * conv.kernel_x + conv.stride_y * conv.stride_x
+               + conv.kernel_y * conv.kernel_x + conv.dst_h + conv.dst_w + conv.dst_h * conv.dst_w // 16)
+    if entries > _MAX_PLAN:
+        raise ValueError(f"conv: the geometry needs {entries} plan entries (stride·kernel, stride_y·stride_x, "
+                         f"kernel_y·kernel_x, dst_h + dst_w + dst_h·dst_w/16); expected at most {_MAX_PLAN}")
+
+
 def _bf16_bits(array):
     """BF16 bits (nearest-even) of a float array."""
     from ._kernels import float32_to_bfloat16
@@ -757,6 +779,7 @@ cdef class Deconvolution16b:
             raise TypeError(f"conv: expected a synet.ConvParams, got {type(conv).__name__}")
         compat = as_compatibility(compatibility)
         c = self._validate(conv)
+        _check_sizes(int(batch), c)
         key = (int(batch), c, int(compat))
         with self._lock:
             if key == self._key:

@@ -25,6 +25,20 @@ def gather_case(seed):
     return src, idx
 
 
+def deconvolution_case(fmt, seed=0):
+    """A shared Deconvolution16b context (grouped NCHW or NHWC), a few sources and their single-threaded results."""
+    nhwc = fmt == "NHWC"
+    conv = synet.ConvParams.deconvolution(8, 9, 7, 12, kernel=3, stride=2, pad=1, group=1 if nhwc else 2,
+                                          activation="relu", format=fmt, dst_type="bf16" if nhwc else "f32")
+    rng = np.random.default_rng(seed)
+    cg_out = conv.dst_c // conv.group
+    weight = rng.standard_normal((8, 3, 3, cg_out) if nhwc else (8, cg_out, 3, 3)).astype(np.float32)
+    context = synet.Deconvolution16b(2, conv)
+    context.set_params(weight, rng.standard_normal(12).astype(np.float32))
+    sources = [rng.standard_normal((2, 9, 7, 8) if nhwc else (2, 8, 9, 7)).astype(np.float32) for _ in range(3)]
+    return context, sources, [context.forward(src, n_threads=1).view(np.uint8) for src in sources]
+
+
 def test_shared_contexts_under_random_concurrent_calls():
     """Several threads call shared contexts at random for a bounded time; every result is exact."""
     gather = synet.GatherElements("float32", "int64", True, 1, [4], 97, 33, 61)
@@ -40,6 +54,7 @@ def test_shared_contexts_under_random_concurrent_calls():
     qb = np.random.default_rng(11).integers(0, 256, (1, 64, 1, 1), dtype=np.uint8)
     add = synet.QuantizedAdd(qa.shape, "u8", 0.01, 47, qb.shape, "u8", 0.02, 30, "gelu", None, "u8", 0.015, 38)
     added = add.forward(qa, qb, n_threads=1)
+    deconvolutions = [deconvolution_case("NCHW", 1), deconvolution_case("NHWC", 2)]
     failures, calls = [], [0]
     deadline = time.monotonic() + 2.0
 
@@ -49,7 +64,7 @@ def test_shared_contexts_under_random_concurrent_calls():
             k = rng.randrange(len(cases))
             src, idx = cases[k]
             threads = rng.choice([1, 2])
-            choice = rng.randrange(5)
+            choice = rng.randrange(7)
             if choice == 0:
                 ok = np.array_equal(gather.forward(src, idx, n_threads=threads), expected[k])
             elif choice == 1:
@@ -59,8 +74,13 @@ def test_shared_contexts_under_random_concurrent_calls():
             elif choice == 3:
                 ok = np.array_equal(synet.float32_to_bfloat16(x, n_threads=threads).view(np.uint16),
                                     bf16.view(np.uint16))
-            else:
+            elif choice == 4:
                 ok = np.array_equal(add.forward(qa, qb, n_threads=threads), added)
+            else:   # a shared deconvolution context, with its internal buffer or a buffer of this thread
+                context, sources, results = deconvolutions[choice - 5]
+                j = rng.randrange(len(sources))
+                buf = np.empty(context.external_buffer_size(), np.uint8) if rng.random() < 0.5 else None
+                ok = np.array_equal(context.forward(sources[j], buf, n_threads=threads).view(np.uint8), results[j])
             calls[0] += 1
             if not ok:
                 failures.append((seed, choice, k))
@@ -104,9 +124,40 @@ def test_kernels_release_the_gil():
     assert max(gaps) < max(duration / 2, 0.02), (max(gaps), duration)
 
 
+def test_deconvolution_releases_the_gil():
+    """While a long deconvolution forward runs in one thread, another Python thread keeps running."""
+    rng = np.random.default_rng(3)
+    conv = synet.ConvParams.deconvolution(64, 48, 48, 64, kernel=4, stride=2, pad=1)
+    context = synet.Deconvolution16b(2, conv)
+    context.set_params(rng.standard_normal((64, 64, 4, 4)).astype(np.float32))
+    src = rng.standard_normal((2, 64, 48, 48)).astype(np.float32)
+    dst = np.empty((2, 64, 96, 96), np.float32)
+    buf = np.empty(context.external_buffer_size(), np.uint8)
+    start = time.perf_counter()
+    context.forward(src, buf, dst, n_threads=1)
+    duration = time.perf_counter() - start
+    done = threading.Event()
+
+    def long_calls():
+        for _ in range(3):
+            context.forward(src, buf, dst, n_threads=1)
+        done.set()
+
+    gaps, last = [], time.perf_counter()
+    thread = threading.Thread(target=long_calls)
+    thread.start()
+    while not done.is_set():
+        now = time.perf_counter()
+        gaps.append(now - last)
+        last = now
+    thread.join()
+    assert max(gaps) < max(duration / 2, 0.02), (max(gaps), duration)
+
+
 @pytest.mark.skipif(bool(os.environ.get("SYNET_SANITIZED")), reason="ASan keeps freed memory in quarantine")
 @pytest.mark.parametrize("op", ["gather", "gather_const", "gather_functional", "bf16", "quantized_add",
-                                "quantized_add_functional"])
+                                "quantized_add_functional", "deconvolution", "deconvolution_buf",
+                                "conv_transpose2d"])
 def test_memory_stays_flat_over_100k_calls(op):
     src, idx = gather_case(1)
     small_src, small_idx = src[:1, :5, :3].copy(), np.ascontiguousarray(idx[:1, :4, :3] % 5)
@@ -115,7 +166,15 @@ def test_memory_stays_flat_over_100k_calls(op):
     x = np.ones(16, np.float32)
     qa, qb = np.arange(24, dtype=np.uint8).reshape(1, 2, 3, 4), np.array([[[[3]], [[9]]]], np.uint8)
     add = synet.QuantizedAdd(qa.shape, "u8", 0.01, 47, qb.shape, "u8", 0.02, 30, "relu", None, "f32", 1, 0)
+    deconv = synet.Deconvolution16b(1, synet.ConvParams.deconvolution(4, 3, 3, 2, kernel=3, stride=2, pad=1,
+                                                                      activation="prelu"))
+    deconv.set_params(np.linspace(-1, 1, 4 * 2 * 9, dtype=np.float32), np.ones(2, np.float32), [0.1, 0.2])
+    dsrc, dbuf = np.ones((1, 4, 3, 3), np.float32), np.empty(deconv.external_buffer_size(), np.uint8)
+    dw = np.ones((4, 2, 3, 3), np.float32)
     calls = {
+        "deconvolution": lambda: deconv.forward(dsrc),
+        "deconvolution_buf": lambda: deconv.forward(dsrc, dbuf),
+        "conv_transpose2d": lambda: synet.conv_transpose2d(dsrc, dw, None, 2, 1, 1, 2, activation="gelu"),
         "quantized_add": lambda: add.forward(qa, qb),
         "quantized_add_functional": lambda: synet.quantized_add(qa, qb, a_scale=0.1, activation="swish"),
         "gather": lambda: gather.forward(small_src, small_idx),
@@ -165,3 +224,73 @@ def test_gather_beyond_2_to_the_31_elements():
     np.testing.assert_array_equal(gather.forward(data), expected)
     with pytest.raises(IndexError, match=str(n)):
         synet.gather_elements(data, np.array([n], np.int64), 0)
+
+
+def deconvolution_context(fmt, src_type="f32"):
+    conv = synet.ConvParams.deconvolution(40, 20, 18, 48, kernel=(3, 4), stride=2, dilation=(1, 2), pad=(1, 2, 0, 1),
+                                          group=1 if fmt == "NHWC" else 2, format=fmt, src_type=src_type)
+    cg_out = conv.dst_c // conv.group
+    rng = np.random.default_rng(4)
+    shape = (40, 3, 4, cg_out) if fmt == "NHWC" else (40, cg_out, 3, 4)
+    return conv, rng.standard_normal(shape).astype(np.float32), rng.standard_normal(48).astype(np.float32)
+
+
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+def test_deconvolution_internal_buffer_size_is_what_the_context_holds(fmt):
+    conv, weight, bias = deconvolution_context(fmt)
+    context = synet.Deconvolution16b()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        context.init(3, conv)
+        context.set_params(weight, bias)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    size = context.internal_buffer_size()
+    assert size >= weight.size * 2 + bias.nbytes   # BF16 weights (packed, maybe padded), FP32 bias
+    # numpy arrays only: the ConvParams and a short Python tap list come on top
+    assert 0 <= held - size < 8192, (held, size)
+    context.clear()
+    assert context.internal_buffer_size() == 0
+
+
+@pytest.mark.parametrize("fmt, src_type", [("NCHW", "f32"), ("NHWC", "f32"), ("NCHW", "bf16")])
+def test_deconvolution_external_buffer_size_is_what_forward_needs(fmt, src_type):
+    conv, weight, bias = deconvolution_context(fmt, src_type)
+    context = synet.Deconvolution16b(3, conv)
+    context.set_params(weight, bias)
+    rng = np.random.default_rng(5)
+    shape = (3, 20, 18, 40) if fmt == "NHWC" else (3, 40, 20, 18)
+    src = rng.standard_normal(shape).astype(np.float32)
+    if src_type == "bf16":
+        src = src.astype(synet._types.BFLOAT16)
+    dst = np.empty((3, conv.dst_h, conv.dst_w, 48) if fmt == "NHWC" else (3, 48, conv.dst_h, conv.dst_w), np.float32)
+    size = context.external_buffer_size()
+    assert size > 0
+    tracemalloc.start()
+    try:
+        context.forward(src, None, dst)
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        context.forward(src, None, dst)
+        scratch = tracemalloc.get_traced_memory()[1] - before   # what forward allocated for itself
+    finally:
+        tracemalloc.stop()
+    expected = dst.copy()
+    assert 0 <= scratch - size < 4096, (scratch, size)
+    exact = np.empty(size, np.uint8)
+    np.testing.assert_array_equal(context.forward(src, exact, dst), expected)
+    np.testing.assert_array_equal(context.forward(src, np.empty(size + 1, np.uint8)[1:], dst), expected)  # unaligned
+    with pytest.raises(ValueError, match="external_buffer_size"):
+        context.forward(src, np.empty(size - 1, np.uint8), dst)
+
+
+def test_deconvolution_without_scratch_needs_no_buffer():
+    """BF16 NHWC input without padding is read in place: external_buffer_size() is 0 and no buf is needed."""
+    conv = synet.ConvParams.deconvolution(4, 3, 5, 6, kernel=2, stride=2, src_type="bf16", format="NHWC")
+    context = synet.Deconvolution16b(1, conv)
+    context.set_params(np.ones((4, 2, 2, 6), np.float32))
+    assert context.external_buffer_size() == 0
+    src = np.ones((1, 3, 5, 4), np.float32).astype(synet._types.BFLOAT16)
+    np.testing.assert_array_equal(context.forward(src, np.empty(0, np.uint8)), context.forward(src))

@@ -1,0 +1,410 @@
+"""Fuzz Deconvolution16b, ConvParams and conv_transpose2d: right results or Python exceptions, whatever comes in."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import synet
+from fuzzing import ALLOWED, BF16, arrays, attempt, junk, log
+
+SMALL = st.integers(-3, 5)
+GEOMETRY = st.one_of(SMALL, st.tuples(SMALL, SMALL), st.tuples(SMALL, SMALL, SMALL, SMALL), junk(),
+                     st.integers(2**31 - 2, 2**64))
+LAYOUTS = st.one_of(st.sampled_from(["NCHW", "NHWC", "nhwc", synet.TensorFormat.NHWC, 0, 1]), junk())
+ACTIVATIONS = st.one_of(st.sampled_from(list(synet.Activation)), st.integers(-2, 12), junk())
+OUT_DTYPES = st.one_of(st.sampled_from([None, np.float32, BF16, "bf16", np.uint16, np.float64, np.uint8]), junk())
+THREADS = st.one_of(st.none(), st.integers(-2, 4), junk())
+
+
+def bf16(values):
+    """BF16-rounded (nearest-even) float64 copy."""
+    return np.asarray(values, np.float32).astype(BF16).astype(np.float64)
+
+
+def reference(x, w, bias, stride, pad, output_padding, groups, dilation, nhwc):
+    """float64 conv_transpose2d of BF16-rounded operands, and Σ|x·w| per output element."""
+    x, w = bf16(x), bf16(w)
+    if nhwc:
+        x, w = x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2)
+    (sy, sx), (dy, dx), (oy, ox) = stride, dilation, output_padding
+    top, left, bottom, right = pad
+    n, c_in, h, wd = x.shape
+    _, cg_out, ky, kx = w.shape
+    cg_in = c_in // groups
+    full_h, full_w = (h - 1) * sy + dy * (ky - 1) + 1 + oy, (wd - 1) * sx + dx * (kx - 1) + 1 + ox
+    out = np.zeros((n, cg_out * groups, full_h, full_w))
+    mag = np.zeros_like(out)
+    for g in range(groups):
+        xs, ws = x[:, g * cg_in:(g + 1) * cg_in], w[g * cg_in:(g + 1) * cg_in]
+        oc = slice(g * cg_out, (g + 1) * cg_out)
+        for a in range(ky):
+            for b in range(kx):
+                rows = slice(a * dy, a * dy + (h - 1) * sy + 1, sy)
+                cols = slice(b * dx, b * dx + (wd - 1) * sx + 1, sx)
+                out[:, oc, rows, cols] += np.einsum("nchw,co->nohw", xs, ws[:, :, a, b])
+                mag[:, oc, rows, cols] += np.einsum("nchw,co->nohw", np.abs(xs), np.abs(ws[:, :, a, b]))
+    crop = (slice(None), slice(None), slice(top, full_h - bottom), slice(left, full_w - right))
+    out, mag = out[crop], mag[crop]
+    if bias is not None:
+        out = out + np.asarray(bias, np.float32).astype(np.float64)[None, :, None, None]
+    if nhwc:
+        out, mag = out.transpose(0, 2, 3, 1), mag.transpose(0, 2, 3, 1)
+    return out, mag
+
+
+def check_close(result, expected, mag, activation, extra_nan=False):
+    """SPEC §6: FP32 within 1e-5·Σ|x·w| (+ rounding of bias/activation); BF16 within one BF16 ulp more."""
+    if activation == "relu":
+        expected = np.maximum(expected, 0)
+    elif activation == "leaky_relu":
+        expected = np.where(expected > 0, expected, 0.01 * expected)
+    got = np.asarray(result).astype(np.float64)
+    # NaN stays NaN, ±inf stays ±inf (BF16 output included); the finite elements are compared below
+    assert np.isnan(got[np.isnan(expected)]).all()
+    infinite = np.isinf(expected)
+    if extra_nan:   # a non-finite weight also meets the zero padding (test_nonfinite_weight_...): NaN there
+        infinite &= ~np.isnan(got)
+        finite = np.isfinite(expected) & ~np.isnan(got)
+    else:
+        assert np.array_equal(np.isnan(got), np.isnan(expected)), (np.isnan(got).sum(), np.isnan(expected).sum())
+        finite = np.isfinite(expected)
+    assert np.array_equal(got[infinite], expected[infinite])
+    got, expected, mag = got[finite], expected[finite], mag[finite]
+    tolerance = 1e-5 * mag + 2.0**-22 * np.abs(expected) + 1e-30
+    if np.asarray(result).dtype != np.float32:
+        exponent = np.floor(np.log2(np.maximum(np.abs(expected), 2.0**-126)))
+        tolerance = tolerance + 2.0 ** (exponent - 7)
+    bad = np.abs(got - expected) > tolerance
+    assert not bad.any(), (got[bad][:5], expected[bad][:5], tolerance[bad][:5])
+
+
+# ---- the functional form ---------------------------------------------------------------------------------------
+
+
+@given(arrays(), arrays(), st.one_of(st.none(), arrays(), junk()), GEOMETRY, GEOMETRY, GEOMETRY, GEOMETRY, GEOMETRY,
+       LAYOUTS, ACTIVATIONS, st.one_of(st.none(), arrays(), junk()), OUT_DTYPES, st.one_of(st.none(), arrays()),
+       THREADS)
+def test_functional_anything(x, w, bias, stride, padding, output_padding, groups, dilation, layout, activation,
+                             params, out_dtype, out, n_threads):
+    attempt(synet.conv_transpose2d, x, w, bias, stride, padding, output_padding, groups, dilation, layout=layout,
+            activation=activation, activation_params=params, out_dtype=out_dtype, out=out, n_threads=n_threads)
+
+
+MUTATIONS = ["none", "x_strided", "x_readonly", "x_list", "x_f64", "x_int", "x_uint16", "x_bool", "x_3d", "x_5d",
+             "x_empty", "x_nan", "w_transposed", "w_3d", "w_empty", "w_nan", "w_strided", "bias_short",
+             "bias_nan", "out_alias_x", "out_wrong_dtype", "out_wrong_shape", "out_readonly", "out_strided",
+             "out_good", "out_bf16", "out_uint16", "x_huge", "w_huge"]
+
+
+@given(st.integers(1, 2), st.integers(1, 3), st.integers(1, 3), st.integers(1, 3), st.integers(1, 4),
+       st.integers(1, 4), st.integers(1, 3), st.tuples(SMALL, SMALL), st.tuples(SMALL, SMALL, SMALL, SMALL),
+       st.tuples(SMALL, SMALL), st.tuples(SMALL, SMALL), st.integers(-1, 4), st.booleans(),
+       st.sampled_from(MUTATIONS), st.sampled_from(MUTATIONS), st.integers(0, 2**32 - 1))
+def test_functional_near_valid(n, cg_in, cg_out, groups, h, w, k, stride, padding, output_padding, dilation,
+                               groups_given, nhwc, mutation, mutation2, seed):
+    """Valid shapes, hostile parameters and hostile variants of each array: no crash."""
+    rng = np.random.default_rng(seed)
+    c_in = cg_in * groups
+    x = rng.standard_normal((n, h, w, c_in) if nhwc else (n, c_in, h, w)).astype(np.float32)
+    weight = rng.standard_normal((c_in, k, k, cg_out) if nhwc else (c_in, cg_out, k, k)).astype(np.float32)
+    bias = rng.standard_normal(cg_out * groups).astype(np.float32)
+    out = None
+    for m in sorted((mutation, mutation2), key=lambda m: m.endswith("_huge")):   # huge views last: never copied
+        if m.startswith(("x_", "out_alias")) and not isinstance(x, np.ndarray):
+            x = np.array(x, np.float32)
+        if m == "x_strided":
+            x = np.repeat(x, 2, axis=-1)[..., ::2]
+        elif m == "x_readonly":
+            x.flags.writeable = False
+        elif m == "x_list":
+            x = x.tolist()
+        elif m == "x_f64":
+            x = np.asarray(x, np.float64)
+        elif m == "x_int":
+            x = np.asarray(x).astype(np.int32)
+        elif m == "x_uint16":
+            x = np.asarray(x, np.float32).astype(BF16).view(np.uint16)
+        elif m == "x_bool":
+            x = np.asarray(x) > 0
+        elif m == "x_3d":
+            x = np.asarray(x)[0] if len(x) else x   # (after x_empty there is no image to drop the batch of)
+        elif m == "x_5d":
+            x = np.asarray(x)[None]
+        elif m == "x_empty":
+            x = np.asarray(x)[:0]
+        elif m == "x_nan":
+            x = np.array(x, np.float32)
+            x.reshape(-1)[::3] = [np.nan, np.inf, -np.inf][seed % 3]
+        elif m == "w_transposed":
+            weight = weight.T
+        elif m == "w_3d":
+            weight = weight[0]
+        elif m == "w_empty":
+            weight = weight[:, :0]
+        elif m == "w_nan":
+            weight = weight.copy()
+            weight.reshape(-1)[::2] = np.nan
+        elif m == "w_strided":
+            weight = np.repeat(weight, 2, axis=0)[::2]
+        elif m == "bias_short":
+            bias = bias[:-1]
+        elif m == "bias_nan":
+            bias = np.full_like(bias, np.nan)
+        elif m == "out_alias_x":
+            out = np.asarray(x)
+        elif m == "x_huge":
+            x = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape=(2**15, c_in, 2**16, 2**16)
+                                                if not nhwc else (2**15, 2**16, 2**16, c_in), strides=(0,) * 4)
+        elif m == "w_huge":
+            weight = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape=(c_in, 2**20, 2**20, 2),
+                                                     strides=(0,) * 4)
+    result = attempt(synet.conv_transpose2d, x, weight, bias, stride, padding, output_padding,
+                     groups_given if groups_given != 4 else groups, dilation, layout="NHWC" if nhwc else "NCHW")
+    if not isinstance(result, ALLOWED) and mutation in ("out_good", "out_bf16", "out_uint16", "out_wrong_dtype",
+                                                        "out_wrong_shape", "out_readonly", "out_strided"):
+        out = np.zeros_like(result)   # the same call again with an `out` of the right shape (or a wrong one)
+        if mutation == "out_bf16":
+            out = out.astype(BF16)
+        elif mutation == "out_uint16":
+            out = out.astype(BF16).view(np.uint16)
+        elif mutation == "out_wrong_dtype":
+            out = out.astype(np.float64)
+        elif mutation == "out_wrong_shape":
+            out = out.reshape(-1)
+        elif mutation == "out_readonly":
+            out.flags.writeable = False
+        elif mutation == "out_strided":
+            out = np.repeat(out, 2, axis=-1)[..., ::2]
+        again = attempt(synet.conv_transpose2d, x, weight, bias, stride, padding, output_padding,
+                        groups_given if groups_given != 4 else groups, dilation, layout="NHWC" if nhwc else "NCHW",
+                        out=out)
+        if not isinstance(again, ALLOWED):
+            assert again is out
+            if out.dtype == np.float32:
+                assert np.array_equal(again, result, equal_nan=True)
+
+
+@given(st.integers(1, 2), st.sampled_from([1, 2, 3, 5, 16, 17]), st.integers(1, 5), st.integers(1, 3),
+       st.integers(1, 5), st.integers(1, 5), st.integers(1, 4), st.integers(1, 4), st.integers(1, 3),
+       st.integers(1, 3), st.integers(1, 3), st.integers(1, 3), st.tuples(*[st.integers(0, 3)] * 4),
+       st.tuples(st.integers(0, 2), st.integers(0, 2)), st.booleans(),
+       st.sampled_from(["identity", "relu", "leaky_relu"]), st.sampled_from(["f32", "bf16"]),
+       st.sampled_from(["f32", "bf16"]), st.booleans(), st.integers(1, 3), st.integers(0, 2**32 - 1),
+       st.sampled_from([None] * 4 + ["x_nan", "x_inf", "w_nan", "w_inf"]))
+def test_right_results_random_geometry(n, cg_in, cg_out, groups, h, w, ky, kx, sy, sx, dy, dx, pad, output_padding,
+                                       nhwc, activation, x_type, out_type, with_bias, n_threads, seed, special):
+    """Well-formed calls of random geometry: within SPEC §6's tolerance of the float64 reference."""
+    rng = np.random.default_rng(seed)
+    c_in = cg_in * groups
+    x = rng.standard_normal((n, h, w, c_in) if nhwc else (n, c_in, h, w)).astype(np.float32)
+    weight = rng.standard_normal((c_in, ky, kx, cg_out) if nhwc else (c_in, cg_out, ky, kx)).astype(np.float32)
+    bias = rng.standard_normal(cg_out * groups).astype(np.float32) if with_bias else None
+    if special:   # one NaN or ±inf in x or in the weights
+        target = x if special[0] == "x" else weight
+        target.reshape(-1)[seed % target.size] = np.nan if special.endswith("nan") else (-1) ** seed * np.inf
+    if x_type == "bf16":
+        x = x.astype(BF16)
+    op = (min(output_padding[0], max(sy, dy) - 1), min(output_padding[1], max(sx, dx) - 1))
+    result = attempt(synet.conv_transpose2d, x, weight, bias, (sy, sx), pad, op, groups, (dy, dx),
+                     layout="NHWC" if nhwc else "NCHW", activation=activation,
+                     out_dtype=np.float32 if out_type == "f32" else BF16, n_threads=n_threads)
+    full_h = (h - 1) * sy + dy * (ky - 1) + 1 + op[0]
+    full_w = (w - 1) * sx + dx * (kx - 1) + 1 + op[1]
+    if full_h - pad[0] - pad[2] <= 0 or full_w - pad[1] - pad[3] <= 0:
+        assert isinstance(result, ValueError), result
+        return
+    assert not isinstance(result, ALLOWED), result
+    expected, mag = reference(x, weight, bias, (sy, sx), pad, op, groups, (dy, dx), nhwc)
+    assert result.shape == expected.shape
+    check_close(result, expected, mag, activation, extra_nan=special in ("w_nan", "w_inf"))
+    # the context with the portable micro-kernel: the same bits as avx512bf16 (AMX sums in another order)
+    fmt = "NHWC" if nhwc else "NCHW"
+    if min(pad[2] - op[0], pad[3] - op[1]) < 0:
+        return   # output_padding larger than the end pad: ConvParams.deconvolution takes pads >= 0 only
+    conv = synet.ConvParams.deconvolution(c_in, h, w, cg_out * groups, (ky, kx), (sy, sx), (dy, dx),
+                                          (pad[0], pad[1], pad[2] - op[0], pad[3] - op[1]), groups, activation,
+                                          x_type, out_type, fmt)
+    context = synet.Deconvolution16b(n, conv, synet.Compatibility.BF16_SOFT)
+    context.set_params(weight, bias)
+    buf = np.empty(context.external_buffer_size(), np.uint8)
+    soft = attempt(context.forward, x, buf, n_threads=n_threads)
+    assert not isinstance(soft, ALLOWED), soft
+    if cg_in < 16 or not synet._deconvolution.HARDWARE_AMX:
+        assert np.array_equal(soft.view(np.uint8), result.view(np.uint8)), context.info()
+    check_close(soft, expected, mag, activation, extra_nan=special in ("w_nan", "w_inf"))
+
+
+@pytest.mark.xfail(strict=True, reason="known: the phase kernels multiply every weight by the zero padding, so a "
+                   "NaN/inf weight makes NaN outputs that do not use it (PyTorch's col2im leaves them finite)")
+@pytest.mark.parametrize("bad, group", [(np.nan, 1), (np.inf, 1), (np.nan, 2), (np.inf, 2)])
+def test_nonfinite_weight_stays_in_its_outputs(bad, group):
+    """out[ox] = Σ_k x[ox − k]·w[k]: w[0] is NaN/inf, so only out[0] (the one output that uses it) is non-finite."""
+    x = np.ones((1, 2 * group, 1, 1), np.float32)
+    w = np.ones((2 * group, 1, 1, 2), np.float32)
+    w[:, :, :, 0] = bad
+    out = synet.conv_transpose2d(x, w, groups=2 * group if group == 1 else 1)
+    assert not np.isfinite(out[..., 0]).any()
+    np.testing.assert_array_equal(out[..., 1], 2 * group if group == 2 else 1)
+
+
+# ---- ConvParams ------------------------------------------------------------------------------------------------
+
+INTS = st.one_of(st.integers(-2, 6), st.integers(2**31, 2**64), junk())
+
+
+@given(INTS, INTS, INTS, INTS, GEOMETRY, GEOMETRY, GEOMETRY, GEOMETRY, INTS, ACTIVATIONS, junk(), junk(), LAYOUTS,
+       st.integers(1, 3), st.one_of(st.integers(-1, 64), junk()))
+def test_conv_params_anything(src_c, src_h, src_w, dst_c, kernel, stride, dilation, pad, group, activation, src_type,
+                              dst_type, layout, batch, compatibility):
+    conv = attempt(synet.ConvParams.deconvolution, src_c, src_h, src_w, dst_c, kernel, stride, dilation, pad, group,
+                   activation, src_type, dst_type, layout)
+    if not isinstance(conv, ALLOWED):
+        context = attempt(synet.Deconvolution16b, batch, conv, compatibility)
+        if not isinstance(context, ALLOWED):
+            attempt(context.set_params, np.ones(max(1, min(conv.src_c * conv.kernel_y * conv.kernel_x
+                                                           * conv.dst_c // conv.group, 4096)), np.float32))
+
+
+@given(st.lists(st.one_of(INTS, junk(), st.sampled_from(list(synet.DataType)), LAYOUTS), min_size=22, max_size=22),
+       st.one_of(st.integers(-1, 3), junk()))
+def test_raw_conv_params_in_init(fields, batch):
+    conv = attempt(synet.ConvParams, *fields)
+    if not isinstance(conv, ALLOWED):
+        context = synet.Deconvolution16b()
+        attempt(context.init, batch, conv)
+        attempt(context.forward, np.zeros(8, np.float32))
+
+
+# ---- the context, methods in any order ---------------------------------------------------------------------------
+
+GOOD = {   # name: (batch, ConvParams.deconvolution arguments, weight layout shape)
+    "nchw": (1, dict(src_c=4, src_h=3, src_w=3, dst_c=6, kernel=3, stride=2, pad=1, group=2, activation="relu")),
+    "nhwc": (2, dict(src_c=3, src_h=2, src_w=4, dst_c=2, kernel=2, stride=2, format="NHWC", dst_type="bf16")),
+    "same": (1, dict(src_c=4, src_h=3, src_w=3, dst_c=4, kernel=1)),   # dst the size of src: aliasing
+    "dw": (1, dict(src_c=3, src_h=3, src_w=2, dst_c=3, kernel=3, stride=2, dilation=2, group=3, pad=(1, 0))),
+    "amx": (1, dict(src_c=32, src_h=2, src_w=17, dst_c=20, kernel=(2, 3), stride=(1, 2), src_type="bf16",
+                    format="NHWC")),
+}
+HUGE = [dict(src_c=2**40, src_h=2**40, src_w=1, dst_c=1, kernel=1), dict(src_c=1, src_h=2**40, src_w=1, dst_c=1,
+        kernel=2), dict(src_c=1, src_h=1, src_w=1, dst_c=1, kernel=2**40), dict(src_c=1, src_h=2, src_w=1, dst_c=1,
+        kernel=1, stride=2**40), dict(src_c=2**62, src_h=2, src_w=2, dst_c=2**62, kernel=1),
+        dict(src_c=3, src_h=2**31, src_w=2**31, dst_c=3, kernel=3), dict(src_c=2**21, src_h=2**21, src_w=2**21,
+        dst_c=1, kernel=1)]
+
+
+def good_case(name):
+    batch, args = GOOD[name]
+    conv = synet.ConvParams.deconvolution(**args)
+    rng = np.random.default_rng(len(name))
+    nhwc = conv.src_format == synet.TensorFormat.NHWC
+    shape = (batch, conv.src_h, conv.src_w, conv.src_c) if nhwc else (batch, conv.src_c, conv.src_h, conv.src_w)
+    src = rng.standard_normal(shape).astype(np.float32)
+    if conv.src_type == synet.DataType.BFLOAT16:
+        src = src.astype(BF16)
+    cg_out = conv.dst_c // conv.group
+    wshape = ((conv.src_c, conv.kernel_y, conv.kernel_x, cg_out) if nhwc
+              else (conv.src_c, cg_out, conv.kernel_y, conv.kernel_x))
+    weight = rng.standard_normal(wshape).astype(np.float32)
+    bias = rng.standard_normal(conv.dst_c).astype(np.float32)
+    pad = (conv.pad_y, conv.pad_x, conv.pad_h, conv.pad_w)
+    expected = synet.conv_transpose2d(src, weight, bias, (conv.stride_y, conv.stride_x), pad, 0, conv.group,
+                                      (conv.dilation_y, conv.dilation_x), layout="NHWC" if nhwc else "NCHW",
+                                      activation=conv.activation, out_dtype=conv.dst_type)
+    soft = synet.Deconvolution16b(batch, conv, synet.Compatibility.BF16_SOFT)
+    soft.set_params(weight, bias)
+    return batch, conv, src, weight, bias, {0: expected, 32: soft.forward(src)}
+
+
+CASES = {name: good_case(name) for name in GOOD}
+OPERATIONS = st.lists(st.sampled_from(["init", "init_junk", "init_huge", "set_params", "set_params_junk",
+                                       "set_params_twice", "forward", "forward_junk", "forward_buf",
+                                       "forward_buf_small", "forward_buf_junk", "forward_alias", "forward_buf_alias",
+                                       "forward_dst", "clear", "enable", "info", "sizes"]), min_size=1, max_size=10)
+
+
+@given(OPERATIONS, st.lists(st.sampled_from(sorted(GOOD)), min_size=10, max_size=10), st.integers(0, len(HUGE) - 1),
+       st.tuples(st.one_of(st.integers(-1, 3), junk()), st.one_of(junk(), arrays()), st.one_of(junk(), arrays()),
+                 st.one_of(st.none(), arrays(), junk()), st.one_of(st.none(), arrays(), junk())),
+       arrays(), arrays(), st.sampled_from([0, 32]), THREADS)
+def test_context_in_any_order(operations, names, huge, junk_args, src_junk, buf_junk, compat, n_threads):
+    context = synet.Deconvolution16b()
+    state = [None, False, 0]   # the geometry initialised, weights set for it, its compatibility
+    for step, operation in enumerate(operations):
+        name = names[step]
+        batch, conv, src, weight, bias, expected = CASES[name]
+        current = CASES.get(state[0])
+        if operation == "init":
+            result = attempt(context.init, batch, conv, compat)
+            assert result is None, result
+            if (state[0], state[2]) != (name, compat):   # identical arguments keep the weights
+                state[:] = [name, False, compat]
+        elif operation == "init_junk":
+            if not isinstance(attempt(context.init, junk_args[0], junk_args[1], junk_args[2]), ALLOWED):
+                state[:] = ["?", False, 0]   # a valid init by chance: the context is something unknown
+            elif not context.enable():
+                state[:] = [None, False, 0]
+        elif operation == "init_huge":
+            result = attempt(context.init, 1, synet.ConvParams.deconvolution(**HUGE[huge]))
+            assert isinstance(result, (ValueError, MemoryError)), result
+        elif operation in ("set_params", "set_params_twice"):
+            if current is None:
+                attempt(context.set_params, weight)
+                continue
+            for _ in range(1 + (operation == "set_params_twice")):
+                result = attempt(context.set_params, current[3], current[4])
+                assert result is None, result
+            state[1] = True
+        elif operation == "set_params_junk":
+            if not isinstance(attempt(context.set_params, junk_args[1], junk_args[3], junk_args[4]), ALLOWED):
+                if state[0] is not None:
+                    state[0] = "?"   # weights of some other values: results unknown
+        elif operation == "forward_junk":
+            attempt(context.forward, src_junk, None, None, n_threads=n_threads)
+            attempt(context.forward, current[2] if current else src, buf_junk, src_junk)
+        elif operation == "enable":
+            assert context.enable() == (state[0] is not None)
+        elif operation == "info":
+            result = attempt(context.info)
+            assert isinstance(result, RuntimeError if state[0] is None else str), result
+        elif operation == "sizes":
+            assert isinstance(attempt(context.internal_buffer_size), int)
+            attempt(context.external_buffer_size)
+        elif operation == "clear":
+            context.clear()
+            state[:] = [None, False, 0]
+        else:   # a forward with the current geometry's source
+            if current is None or state[0] == "?":
+                result = attempt(context.forward, src)
+                if state[0] is None:
+                    assert isinstance(result, RuntimeError), result
+                continue
+            src, want = current[2], current[5][state[2]]
+            size = context.external_buffer_size()
+            buf = dst = None
+            if operation == "forward_buf":
+                buf = np.empty(size + step, np.uint8)
+            elif operation == "forward_buf_small":
+                buf = np.empty(max(size - 1, 0), np.uint8)
+            elif operation == "forward_buf_junk":
+                buf = buf_junk
+            elif operation == "forward_alias":
+                dst = src.view(np.uint16) if src.dtype == BF16 else src
+            elif operation == "forward_buf_alias":
+                buf = src.view(np.uint8).reshape(-1)
+            elif operation == "forward_dst":
+                dst = np.full(want.shape, 7, want.dtype)
+            result = attempt(context.forward, src, buf, dst, n_threads=step % 3 or None)
+            if not state[1]:
+                assert isinstance(result, RuntimeError), result
+            elif operation in ("forward", "forward_buf", "forward_dst"):
+                assert not isinstance(result, ALLOWED), result
+                assert np.array_equal(result.view(np.uint8), want.view(np.uint8)), (state, operation)
+            elif operation == "forward_buf_small" and size:
+                assert isinstance(result, ValueError), result
+            elif operation == "forward_alias" and src.size == want.size:
+                assert isinstance(result, ValueError), result
+            elif operation == "forward_buf_alias" and size:
+                assert isinstance(result, ValueError), result
+            elif not isinstance(result, ALLOWED):
+                assert np.array_equal(result.view(np.uint8), want.view(np.uint8)), (state, operation)
