@@ -60,7 +60,7 @@ def _workload(name, layout, src_c, size, dst_c, kernel, stride, pad, group=1, dt
         }
         torch = torch_single_thread()
         if torch is not None:
-            import torch.nn.functional as F
+            F = torch.nn.functional
 
             fmt = torch.channels_last if nhwc else torch.contiguous_format
             for label, tdtype in (("torch fp32", torch.float32), ("torch bf16", torch.bfloat16)):
