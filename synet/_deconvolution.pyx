@@ -765,11 +765,24 @@ cdef class Deconvolution16b:
     # -- init ----------------------------------------------------------------------------------
 
     def init(self, batch, conv, compatibility=0):
-        """(Re)initialise for `batch` images of geometry `conv` (a ConvParams).
+        """(Re)initialise for `batch` images of geometry `conv`.
 
-        Identical arguments keep the context (and its weights); others rebuild it.
-        ``Compatibility.BF16_SOFT`` picks the portable FP32 micro-kernel (same summation order).
-        Raises ValueError for an unsupported or inconsistent geometry.
+        ``dst_h = stride_y·(src_h − 1) + dilation_y·(kernel_y − 1) + 1 − pad_y − pad_h`` (likewise
+        x) must hold. Identical arguments keep the context (and its weights); others rebuild it.
+
+        Parameters
+        ----------
+        batch : int
+            Images per forward (>= 1).
+        conv : ConvParams
+            The geometry, types, formats, group and activation.
+        compatibility : Compatibility or int
+            ``Compatibility.BF16_SOFT`` picks the portable FP32 micro-kernel (same summation order).
+
+        Raises
+        ------
+        ValueError
+            An unsupported or inconsistent geometry (says what was expected).
         """
         if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)):
             raise TypeError(f"batch: expected an int, got {type(batch).__name__}")
@@ -1002,11 +1015,18 @@ cdef class Deconvolution16b:
     # -- set_params ----------------------------------------------------------------------------
 
     def set_params(self, weight, bias=None, params=None):
-        """Weights (rounded to BF16 and packed once), bias (dstC, zeros when None), activation params.
+        """Set weights (rounded to BF16 nearest-even and packed once), bias and activation params.
 
-        weight: srcC·kY·kX·dstC/group floats, NCHW [srcC, dstC/group, kY, kX] or NHWC
-        [srcC, kY, kX, dstC/group]. params: at least the values the activation uses
-        (dstC slopes for PRELU); None takes SPEC §2's defaults.
+        Parameters
+        ----------
+        weight : array_like of float
+            srcC·kY·kX·dstC/group values: NCHW ``[srcC, dstC/group, kY, kX]`` (PyTorch's layout) or
+            NHWC ``[srcC, kY, kX, dstC/group]``.
+        bias : array_like of float, optional
+            dstC values; zeros when None.
+        params : array_like of float, optional
+            At least the values the activation uses (dstC slopes for PRELU; extras ignored);
+            None takes the defaults of SPEC §2.
         """
         cdef DeconvolutionPlan* p = &self._plan
         cdef const float[::1] vb, vp, vw32
@@ -1101,12 +1121,25 @@ cdef class Deconvolution16b:
     # -- forward -------------------------------------------------------------------------------
 
     def forward(self, src, buf=None, dst=None, *, n_threads=None):
-        """Run the deconvolution; returns dst (allocated in the layout's shape when None).
+        """Run the deconvolution: ``dst = act(bias + conv_transpose(bf16(src), bf16(weight)))``.
 
-        ``dst = act(bias + conv_transpose(bf16(src), bf16(weight)))``, by `deconvolution_run`.
-        src: C-contiguous, the context's type (FLOAT32, or BFLOAT16 as ml_dtypes.bfloat16 / uint16
-        bits), batch·srcC·srcH·srcW elements. buf: uint8 scratch of >= external_buffer_size() bytes,
-        or None. dst: C-contiguous, dst type, batch·dstC·dstH·dstW elements.
+        Products of BF16 values are summed in FP32 (by `deconvolution_run`).
+
+        Parameters
+        ----------
+        src : ndarray
+            C-contiguous, the context's type (FLOAT32, or BFLOAT16 as ml_dtypes.bfloat16 / uint16
+            bits), batch·srcC·srcH·srcW elements.
+        buf : ndarray of uint8, optional
+            Scratch of >= ``external_buffer_size()`` bytes; None uses a temporary one.
+        dst : ndarray, optional
+            C-contiguous, the dst type, batch·dstC·dstH·dstW elements; allocated in the
+            layout's shape when None.
+        n_threads : int, optional
+
+        Returns
+        -------
+        dst
         """
         cdef int threads = resolve_num_threads(n_threads)
         cdef DeconvolutionPlan plan

@@ -423,7 +423,16 @@ cdef class GatherElements:
 
         Negative indices are normalised, offsets ``c' * inner + i`` precomputed (int32 when
         they fit) and only the trailing outer slices over which the index differs are kept.
-        Raises IndexError naming the first out-of-range index's flat position and value.
+
+        Parameters
+        ----------
+        idx : ndarray
+            C-contiguous, the context's index type, prod(outer)·idx_count·inner elements.
+
+        Raises
+        ------
+        IndexError
+            The first index outside [-src_count, src_count): its flat position and value.
         """
         self._require_ready()
         if not self._index_const:

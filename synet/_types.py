@@ -11,7 +11,7 @@ BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
 class DataType(enum.IntEnum):
-    """SimdTensorDataType."""
+    """SimdTensorDataType: tensor element types, with Simd's values (FLOAT32 = 0 ... FLOAT16 = 8)."""
 
     FLOAT32 = 0
     INT32 = 1
@@ -25,14 +25,14 @@ class DataType(enum.IntEnum):
 
 
 class TensorFormat(enum.IntEnum):
-    """SimdTensorFormatType."""
+    """SimdTensorFormatType: NCHW = 0 (channels first), NHWC = 1 (channels last)."""
 
     NCHW = 0
     NHWC = 1
 
 
 class Activation(enum.IntEnum):
-    """SimdConvolutionActivationType."""
+    """SimdConvolutionActivationType: the 11 fused activations (formulas in synet/activations.pxd)."""
 
     IDENTITY = 0
     RELU = 1
@@ -48,7 +48,7 @@ class Activation(enum.IntEnum):
 
 
 class Compatibility(enum.IntFlag):
-    """SimdSynetCompatibilityType."""
+    """SimdSynetCompatibilityType flags; BF16_SOFT selects the portable deconvolution kernel."""
 
     DEFAULT = 0
     FMA_NO_TAIL = 1
