@@ -49,3 +49,18 @@ def flat_view(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def check_n_threads(n_threads: object) -> None:
     if n_threads is not None and (isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer))):
         raise TypeError(f"n_threads: expected an int or None, got {type(n_threads).__name__}")
+
+
+def check_out(out: object, shape: tuple, dtypes: tuple, overlaps: dict | None = None) -> np.ndarray:
+    """A functional form's `out`: an ndarray of `shape` and one of `dtypes`, writeable and
+    C-contiguous, sharing no memory with the named arrays of `overlaps`."""
+    array = require_array(out, "out")
+    if array.shape != tuple(shape):
+        raise ValueError(f"out: expected shape {tuple(shape)}, got {array.shape}")
+    if array.dtype not in dtypes:
+        raise ValueError(f"out: expected dtype {' or '.join(str(d) for d in dtypes)}, got {array.dtype}")
+    if not array.flags.c_contiguous or not array.flags.writeable:
+        raise ValueError("out: expected a writeable C-contiguous array")
+    if overlaps and any(np.may_share_memory(array, other) for other in overlaps.values()):
+        raise ValueError(f"out: must not overlap {' or '.join(overlaps)}")
+    return array

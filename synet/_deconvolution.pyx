@@ -44,7 +44,7 @@ from synet.bf16 cimport float32_to_bf16, bf16_to_float32
 from synet.status cimport SYNET_NOT_READY, SYNET_OK, SYNET_VALUE_ERROR, SynetStatus
 
 from ._activations import activation_params
-from ._arrays import UINT16, check_buffer, require_array
+from ._arrays import UINT16, check_buffer, check_out, require_array
 from ._conv_params import ConvParams, deconvolution_size, pads as _pads, pair as _pair
 from ._kernels import resolve_num_threads
 from ._types import (
@@ -1331,14 +1331,7 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
         shape = shape[1:]
     if out is not None:
         allowed = (_FLOAT32,) if dst_type == DataType.FLOAT32 else (BFLOAT16, UINT16)
-        if out.dtype not in allowed:
-            raise ValueError(f"out: expected dtype {' or '.join(map(str, allowed))}, got {out.dtype}")
-        if out.shape != shape:
-            raise ValueError(f"out: expected shape {shape}, got {out.shape}")
-        if not out.flags.c_contiguous or not out.flags.writeable:
-            raise ValueError("out: expected a writeable C-contiguous array")
-        if np.may_share_memory(out, x):
-            raise ValueError("out: must not overlap x")
+        out = check_out(out, shape, allowed, {"x": x})
     context = Deconvolution16b()
     context.init(n, conv)
     context.set_params(w.astype(np.float32, copy=False) if w.dtype != _FLOAT32 else w, bias, activation_params)

@@ -16,7 +16,7 @@ import numpy as np
 
 cnp.import_array()
 
-from ._arrays import UINT16, check_buffer, require_array
+from ._arrays import UINT16, check_buffer, check_out
 from ._kernels import resolve_num_threads
 from ._types import BFLOAT16, DataType, as_data_type, dtype_of
 
@@ -599,14 +599,7 @@ def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):
     if out is None:
         out = np.empty(indices.shape, dtype=data.dtype)
     else:
-        out = require_array(out, "out")
-        if out.shape != indices.shape or out.dtype != data.dtype:
-            raise ValueError(f"out: expected shape {indices.shape} and dtype {data.dtype}, "
-                             f"got shape {out.shape} and dtype {out.dtype}")
-        if not out.flags.c_contiguous or not out.flags.writeable:
-            raise ValueError("out: expected a writeable C-contiguous array")
-        if np.may_share_memory(out, src) or np.may_share_memory(out, idx):
-            raise ValueError("out: must not overlap data or indices")
+        out = check_out(out, indices.shape, (data.dtype,), {"data": src, "indices": idx})
     if out.size == 0:
         return out
     cdef int threads = resolve_num_threads(n_threads)

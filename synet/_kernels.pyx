@@ -20,7 +20,7 @@ from synet.bf16 cimport (
     bf16_truncate_from_float64,
 )
 
-from ._arrays import UINT16, check_n_threads, require_array
+from ._arrays import UINT16, check_n_threads, check_out
 from ._types import BFLOAT16
 
 cdef extern from *:
@@ -394,16 +394,7 @@ def _real_input(x, str name="x"):
 
 
 def _output(out, shape, tuple dtypes):
-    if out is None:
-        return empty(shape, dtypes[0])
-    out = require_array(out, "out")
-    if out.dtype not in dtypes:
-        raise ValueError(f"out: expected dtype {' or '.join(map(str, dtypes))}, got {out.dtype}")
-    if out.shape != shape:
-        raise ValueError(f"out: expected shape {shape} (the input's), got {out.shape}")
-    if not out.flags.c_contiguous or not out.flags.writeable:
-        raise ValueError("out: expected a writeable C-contiguous array")
-    return out
+    return empty(shape, dtypes[0]) if out is None else check_out(out, shape, dtypes)
 
 
 def float32_to_bfloat16(x, *, rounding="nearest", out=None, n_threads=None):

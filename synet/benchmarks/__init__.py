@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Callable
 
+import numpy as np
+
 REFERENCE = "synet"
 
 
@@ -43,6 +45,36 @@ def torch_single_thread():
     if torch is not None:
         torch.set_num_threads(1)
     return torch
+
+
+def ort_single_op(op_type: str, inputs: list[str], feeds: dict, initializers: dict | None = None,
+                  domain: str = "", **attributes):
+    """A call running one onnxruntime node on `feeds` (1 intra-op thread), or None without onnx/ort.
+
+    `inputs` orders the node's inputs, taken from `feeds` (graph inputs) and `initializers`
+    (constant arrays); the output has the element type of the first feed.
+    """
+    onnx = optional("onnx")
+    if onnx is None:
+        return None
+    from onnx import helper, numpy_helper
+
+    def info(name, array):
+        return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(array.dtype), list(array.shape))
+
+    first = next(iter(feeds.values()))
+    node = helper.make_node(op_type, inputs, ["out"], domain=domain, **attributes)
+    graph = helper.make_graph(
+        [node], op_type, [info(name, array) for name, array in feeds.items()],
+        [helper.make_tensor_value_info("out", helper.np_dtype_to_tensor_dtype(first.dtype), None)],
+        [numpy_helper.from_array(np.asarray(array), name) for name, array in (initializers or {}).items()])
+    opsets = [helper.make_opsetid("", 13)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 8
+    session = ort_session(model)
+    if session is None:
+        return None
+    return lambda: session.run(None, feeds)
 
 
 def ort_session(model):

@@ -7,30 +7,15 @@ import numpy as np
 
 import synet
 
-from . import Workload, optional, ort_session, torch_single_thread
+from . import Workload, ort_single_op, torch_single_thread
 
 RNG_SEED = 2026
 
 
 def _ort_conv_transpose(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, kernel, stride, pad, group):
     """An onnxruntime ConvTranspose (NCHW, fp32, one thread), or None."""
-    onnx = optional("onnx")
-    if onnx is None:
-        return None
-    from onnx import TensorProto, helper, numpy_helper
-
-    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], kernel_shape=[kernel, kernel],
-                            strides=[stride, stride], pads=[pad] * 4, group=group)
-    graph = helper.make_graph([node], "deconv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              initializer=[numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "b")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    session = ort_session(model)
-    if session is None:
-        return None
-    feeds = {"x": x}
-    return lambda: session.run(None, feeds)
+    return ort_single_op("ConvTranspose", ["x", "w", "b"], {"x": x}, {"w": weight, "b": bias},
+                         kernel_shape=[kernel, kernel], strides=[stride, stride], pads=[pad] * 4, group=group)
 
 
 def _workload(name, layout, src_c, size, dst_c, kernel, stride, pad, group=1, dtype="f32", ort=False):

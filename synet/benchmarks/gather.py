@@ -6,31 +6,13 @@ import numpy as np
 
 import synet
 
-from . import Workload, ort_session, optional, torch_single_thread
+from . import Workload, ort_single_op, torch_single_thread
 
 RNG_SEED = 2026
 
 
 def _ort_gather(data: np.ndarray, indices: np.ndarray, axis: int):
-    onnx = optional("onnx")
-    if onnx is None:
-        return None
-    from onnx import TensorProto, helper
-
-    elem = {np.float32: TensorProto.FLOAT, np.uint8: TensorProto.UINT8}[data.dtype.type]
-    index = {np.int32: TensorProto.INT32, np.int64: TensorProto.INT64}[indices.dtype.type]
-    graph = helper.make_graph(
-        [helper.make_node("GatherElements", ["data", "indices"], ["out"], axis=axis)], "gather",
-        [helper.make_tensor_value_info("data", elem, list(data.shape)),
-         helper.make_tensor_value_info("indices", index, list(indices.shape))],
-        [helper.make_tensor_value_info("out", elem, list(indices.shape))])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    session = ort_session(model)
-    if session is None:
-        return None
-    feeds = {"data": data, "indices": indices}
-    return lambda: session.run(None, feeds)
+    return ort_single_op("GatherElements", ["data", "indices"], {"data": data, "indices": indices}, axis=axis)
 
 
 def _gather_workload(name, title, dtype, index_dtype, outer, src_count, inner, idx_count, low,

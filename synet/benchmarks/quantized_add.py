@@ -11,7 +11,7 @@ import numpy as np
 
 import synet
 
-from . import Workload, optional, ort_session, torch_single_thread
+from . import Workload, ort_single_op, torch_single_thread
 
 RNG_SEED = 2026
 Q = dict(a_scale=0.010, a_zero=47, b_scale=0.020, b_zero=30, dst_scale=0.015, dst_zero=38)
@@ -39,32 +39,10 @@ def _numpy_float32(a, b, dst_dtype, relu):
 
 def _ort_qlinear_add(a, b):
     """com.microsoft QLinearAdd on one thread (u8 + u8 -> u8, no activation), or None."""
-    if optional("onnx") is None:
-        return None
-    from onnx import TensorProto, helper
-
-    inits = [helper.make_tensor("a_s", TensorProto.FLOAT, [], [Q["a_scale"]]),
-             helper.make_tensor("a_z", TensorProto.UINT8, [], [Q["a_zero"]]),
-             helper.make_tensor("b_s", TensorProto.FLOAT, [], [Q["b_scale"]]),
-             helper.make_tensor("b_z", TensorProto.UINT8, [], [Q["b_zero"]]),
-             helper.make_tensor("c_s", TensorProto.FLOAT, [], [Q["dst_scale"]]),
-             helper.make_tensor("c_z", TensorProto.UINT8, [], [Q["dst_zero"]])]
-    node = helper.make_node("QLinearAdd", ["a", "a_s", "a_z", "b", "b_s", "b_z", "c_s", "c_z"], ["c"],
-                            domain="com.microsoft")
-    out_shape = list(np.broadcast_shapes(a.shape, b.shape))
-    graph = helper.make_graph(
-        [node], "qadd",
-        [helper.make_tensor_value_info("a", TensorProto.UINT8, list(a.shape)),
-         helper.make_tensor_value_info("b", TensorProto.UINT8, list(b.shape))],
-        [helper.make_tensor_value_info("c", TensorProto.UINT8, out_shape)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
-                                                    helper.make_opsetid("com.microsoft", 1)])
-    model.ir_version = 8
-    session = ort_session(model)
-    if session is None:
-        return None
-    feeds = {"a": a, "b": b}
-    return lambda: session.run(None, feeds)
+    constants = {"a_s": np.float32(Q["a_scale"]), "a_z": np.uint8(Q["a_zero"]), "b_s": np.float32(Q["b_scale"]),
+                 "b_z": np.uint8(Q["b_zero"]), "c_s": np.float32(Q["dst_scale"]), "c_z": np.uint8(Q["dst_zero"])}
+    return ort_single_op("QLinearAdd", ["a", "a_s", "a_z", "b", "b_s", "b_z", "c_s", "c_z"], {"a": a, "b": b},
+                         constants, domain="com.microsoft")
 
 
 def _torch_quantized_add(a, b, relu):
