@@ -397,6 +397,17 @@ def _output(out, shape, tuple dtypes):
     return empty(shape, dtypes[0]) if out is None else check_out(out, shape, dtypes)
 
 
+def _round_to_bf16(x, rounding, out, n_threads, tuple out_dtypes, bits):
+    """Round `x` to bfloat16 into `out` (or a new array of out_dtypes[0]), written as `bits` words."""
+    cdef bint truncate = _parse_rounding(rounding)
+    cdef int threads = resolve_num_threads(n_threads)
+    array = _real_input(x)
+    out = _output(out, array.shape, out_dtypes)
+    if array.size:
+        _round_into(array.reshape(-1), out.reshape(-1).view(bits), truncate, threads)
+    return out
+
+
 def float32_to_bfloat16(x, *, rounding="nearest", out=None, n_threads=None):
     """Round to bfloat16: ``bf16 = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16`` (nearest-even).
 
@@ -416,13 +427,7 @@ def float32_to_bfloat16(x, *, rounding="nearest", out=None, n_threads=None):
     -------
     ndarray of ml_dtypes.bfloat16 (or `out`)
     """
-    cdef bint truncate = _parse_rounding(rounding)
-    cdef int threads = resolve_num_threads(n_threads)
-    array = _real_input(x)
-    out = _output(out, array.shape, (BFLOAT16, UINT16))
-    if array.size:
-        _round_into(array.reshape(-1), out.reshape(-1).view(np.uint16), truncate, threads)
-    return out
+    return _round_to_bf16(x, rounding, out, n_threads, (BFLOAT16, UINT16), np.uint16)
 
 
 def bfloat16_to_float32(x, *, out=None, n_threads=None):
@@ -464,10 +469,4 @@ def round_to_bfloat16(x, *, rounding="nearest", out=None, n_threads=None):
     -------
     float32 ndarray (or `out`)
     """
-    cdef bint truncate = _parse_rounding(rounding)
-    cdef int threads = resolve_num_threads(n_threads)
-    array = _real_input(x)
-    out = _output(out, array.shape, (np.dtype(np.float32),))
-    if array.size:
-        _round_into(array.reshape(-1), out.reshape(-1).view(np.uint32), truncate, threads)
-    return out
+    return _round_to_bf16(x, rounding, out, n_threads, (np.dtype(np.float32),), np.uint32)
