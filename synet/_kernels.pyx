@@ -242,6 +242,14 @@ cdef extern from *:
        how many elements they converted (a multiple of 32; 0 without AVX-512). */
     #if defined(__AVX512F__) && defined(__AVX512BW__)
     #include <immintrin.h>
+    /* Non-temporal stores starve the hardware prefetchers of the source stream: each step asks
+       for the `bytes` it reads SYNET_PREFETCH bytes ahead, while that stays inside the source
+       (`left` bytes from p on). Measured on 16M elements: 6.2 -> 3.3 ms (float32 -> bfloat16). */
+    #define SYNET_PREFETCH 8192
+    static inline void synet_prefetch_ahead(const void *p, Py_ssize_t bytes, Py_ssize_t left) {
+        for (Py_ssize_t b = 0; b < bytes && SYNET_PREFETCH + b < left; b += 64)
+            _mm_prefetch((const char *)p + SYNET_PREFETCH + b, _MM_HINT_T0);
+    }
     static inline __m512i synet_bf16x16(__m512i bits, int truncate) {
         const __m512i high = _mm512_srli_epi32(bits, 16);
         const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF)),
@@ -259,6 +267,7 @@ cdef extern from *:
         const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
         Py_ssize_t i = 0;
         for (; i + 32 <= n; i += 32) {
+            synet_prefetch_ahead(src + i, 128, (n - i) * 4);
             __m512i lo = synet_bf16x16(_mm512_loadu_si512(src + i), truncate);
             __m512i hi = synet_bf16x16(_mm512_loadu_si512(src + i + 16), truncate);
             _mm512_stream_si512((void *)(dst + i), _mm512_permutexvar_epi64(order, _mm512_packus_epi32(lo, hi)));
@@ -269,6 +278,7 @@ cdef extern from *:
     static Py_ssize_t synet_widen_stream(const uint16_t *src, uint32_t *dst, Py_ssize_t n) {
         Py_ssize_t i = 0;
         for (; i + 32 <= n; i += 32) {
+            synet_prefetch_ahead(src + i, 64, (n - i) * 2);
             __m512i both = _mm512_loadu_si512(src + i);
             _mm512_stream_si512((void *)(dst + i), _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(both)), 16));
             _mm512_stream_si512((void *)(dst + i + 16),
