@@ -58,6 +58,17 @@ ctypedef struct DeconvolutionPlan:
     const int64_t* seg_doff      # AMX [segments]: offset of the first pixel in the dst image (channel 0)
     const int64_t* seg_m         # AMX [segments]: pixels (<= 16)
     const int64_t* seg_phase     # AMX [segments]
+    # Exact borders. A border output (some tap of its phase falls outside src, into the zero padding the
+    # kernels read) gets NaN from a NaN or inf weight times that zero. When the BF16-rounded weights hold
+    # a non-finite value and the geometry has border outputs, set_params sets exact_borders and wexact;
+    # deconvolution_run then recomputes every border output over its in-range taps only (PyTorch's sum).
+    # With finite weights exact_borders is 0 and wexact NULL: 0·w = 0 makes the fast pass exact.
+    bint exact_borders           # run the border pass after the main one
+    Py_ssize_t kernel_y, kernel_x, dilation_y, dilation_x   # as the kernels see the geometry
+    Py_ssize_t nborder_x         # entries of border_x
+    const int64_t* border_y      # [dst_h]: 1 for a border row (every output of it is a border output)
+    const int64_t* border_x      # [nborder_x]: the border columns (ascending)
+    const float* wexact          # exact_borders: BF16-rounded FP32 weights [group][kernel_y][kernel_x][cg_in][cg_out]
 
 
 cdef SynetStatus deconvolution_run(const DeconvolutionPlan* plan, const void* src, void* buf, void* dst,
@@ -66,7 +77,8 @@ cdef SynetStatus deconvolution_run(const DeconvolutionPlan* plan, const void* sr
     # C-contiguous in the plan's layout and types (BF16 as raw uint16 bits).
     # SYNET_VALUE_ERROR: a NULL plan, src or dst, a NULL buf when plan.buf_size > 0, a bad
     # implementation, activation, size or table, or a kernel this CPU / process cannot run;
-    # SYNET_NOT_READY: no weights, bias or activation parameters (set_params not called).
+    # SYNET_NOT_READY: no weights, bias or activation parameters (set_params not called), or
+    # exact_borders without wexact.
 
 
 cdef class Deconvolution16b:
@@ -78,6 +90,7 @@ cdef class Deconvolution16b:
     cdef DeconvolutionPlan _plan    # pointers into _keep and the set_params arrays
     cdef object _keep               # arrays the plan points into
     cdef object _weights, _bias, _params, _wofs
+    cdef object _wexact             # exact_borders: the FP32 weights of the border pass, else None
     cdef object _src_dtypes, _dst_dtypes, _dst_dtype, _src_shape, _dst_shape
     cdef Py_ssize_t _src_size, _dst_size
     cdef object _lock

@@ -20,6 +20,11 @@ Implementations (chosen in `init`, named by `info()`):
 * ``Depthwise``: group == src_c == dst_c; FP32 multiply-adds of BF16-rounded values (exact
   products), by phase and tap, vectorised along x (NCHW) or channels (NHWC).
 
+Exact borders: the padded source puts zeros where a border output's taps leave the image, and
+0·w = 0 for every finite weight. A NaN or inf weight would make those outputs NaN, so when the
+BF16-rounded weights hold one, `set_params` keeps them as FP32 and a border pass recomputes the
+border outputs over their in-range taps only (as PyTorch sums). Finite weights skip it.
+
 `forward` and C callers (``synet/_deconvolution.pxd``: a `DeconvolutionPlan` from
 ``Deconvolution16b.plan()``) run the same nogil entry point, `deconvolution_run`.
 
@@ -320,6 +325,7 @@ cdef enum:
     TILE_N = 64               # output channels per weight block (SYNET_DC_TILE_N)
     MMAX = 12                 # output pixels per micro-tile, at most (SYNET_DC_MMAX)
     DW_CHUNK = 256            # depthwise accumulator length
+    BORDER_CHUNK = 256        # border pass: output channels summed together
     STORE_RUN = 64            # epilogue: values activated together
     PARALLEL_MIN = 1 << 18    # multiply-adds below which a call runs on one thread
 
@@ -581,8 +587,66 @@ cdef void _depthwise_task(const float* a, void* dst, const DeconvolutionPlan* p,
                 i = i + len_
 
 
+cdef void _border_task(const src_t* src, void* dst, const DeconvolutionPlan* p, Py_ssize_t task) noexcept nogil:
+    """Exact borders: the border outputs of one (image n, group g, output row oy), in-range taps only.
+
+    ``dst[n, g·cg_out + co, oy, ox] = act(bias + Σ_{ky, kx} Σ_ci bf16(src[n, g·cg_in + ci, iy, ix])·w[g, ky, kx, ci, co])``
+    over the taps with ``iy = (oy + pt − ky·dilation_y) / sy`` an integer in [0, src_h) (likewise x), so a
+    NaN or inf weight never meets the zero padding. FP32 sums in (ky, kx, ci) order; every output of a
+    border row, else the border columns.
+    """
+    cdef Py_ssize_t t = task, oy, g, n, k, count, ox, c0, cn, co, ci, ky, kx, ty, tx, iy, ix, off, nstep
+    cdef Py_ssize_t src_pixel, src_chan
+    cdef bint full_row
+    cdef float a
+    cdef float acc[BORDER_CHUNK]
+    cdef const float* w
+    oy = t % p.dst_h
+    t = t // p.dst_h
+    g = t % p.group
+    n = t // p.group
+    full_row = p.border_y[oy] != 0
+    count = p.dst_w if full_row else p.nborder_x
+    src_chan = 1 if p.nhwc else p.src_h * p.src_w      # elements between input channels
+    for k in range(count):
+        ox = k if full_row else p.border_x[k]
+        c0 = 0
+        while c0 < p.cg_out:
+            cn = min(<Py_ssize_t>BORDER_CHUNK, p.cg_out - c0)
+            for co in range(cn):
+                acc[co] = 0.0
+            for ky in range(p.kernel_y):
+                ty = oy + p.pt - ky * p.dilation_y
+                if ty < 0 or ty % p.sy != 0 or ty // p.sy >= p.src_h:
+                    continue
+                iy = ty // p.sy
+                for kx in range(p.kernel_x):
+                    tx = ox + p.pl - kx * p.dilation_x
+                    if tx < 0 or tx % p.sx != 0 or tx // p.sx >= p.src_w:
+                        continue
+                    ix = tx // p.sx
+                    if p.nhwc:
+                        src_pixel = ((n * p.src_h + iy) * p.src_w + ix) * p.src_c + g * p.cg_in
+                    else:
+                        src_pixel = ((n * p.src_c + g * p.cg_in) * p.src_h + iy) * p.src_w + ix
+                    w = p.wexact + ((g * p.kernel_y + ky) * p.kernel_x + kx) * p.cg_in * p.cg_out + c0
+                    for ci in range(p.cg_in):
+                        a = bf16_to_float32(_bf16_of(src[src_pixel + ci * src_chan]))
+                        for co in range(cn):
+                            acc[co] += a * w[ci * p.cg_out + co]
+            if p.nhwc:
+                off = ((n * p.dst_h + oy) * p.dst_w + ox) * p.dst_c + g * p.cg_out + c0
+                nstep = 1
+            else:
+                off = ((n * p.dst_c + g * p.cg_out + c0) * p.dst_h + oy) * p.dst_w + ox
+                nstep = p.dst_h * p.dst_w
+            _store(acc, 0, 1, cn, g * p.cg_out + c0, p, dst, off, 0, nstep)
+            c0 = c0 + cn
+
+
 cdef void _run_gemm(const src_t* src, uint16_t* abuf, void* dst, const DeconvolutionPlan* p, int threads) noexcept nogil:
-    """Pad/convert the source (unless direct), then all output tasks: one parallel region per call.
+    """Pad/convert the source (unless direct), all output tasks, then the border pass when
+    exact_borders: one parallel region per call.
 
     Tasks are scheduled "guided" (a thread the OS delays does not hold back a fixed share);
     every output element is still summed by one task in a fixed order, whatever thread runs it.
@@ -609,6 +673,9 @@ cdef void _run_gemm(const src_t* src, uint16_t* abuf, void* dst, const Deconvolu
         else:
             for task in prange(p.ntasks, schedule="guided"):
                 _gemm_task(a, dst, p, task)
+        if p.exact_borders:   # after the barrier that ends the main pass: overwrite its border outputs
+            for task in prange(p.batch * p.group * p.dst_h, schedule="guided"):
+                _border_task(src, dst, p, task)
     if rows != &one_rows[0]:
         free(rows)
 
@@ -623,6 +690,9 @@ cdef void _run_depthwise(const src_t* src, float* abuf, void* dst, const Deconvo
             _pad_row_f32(src, abuf, p, r)
         for task in prange(ntasks, schedule="guided"):
             _depthwise_task(abuf, dst, p, task)
+        if p.exact_borders:   # after the barrier that ends the main pass: overwrite its border outputs
+            for task in prange(p.batch * p.group * p.dst_h, schedule="guided"):
+                _border_task(src, dst, p, task)
 
 
 cdef SynetStatus deconvolution_run(const DeconvolutionPlan* plan, const void* src, void* buf, void* dst,
@@ -630,7 +700,8 @@ cdef SynetStatus deconvolution_run(const DeconvolutionPlan* plan, const void* sr
     """Run a plan (see _deconvolution.pxd); the one entry point of the Python and C APIs.
 
     ``dst = act(bias + conv_transpose(bf16(src), bf16(weight)))``: pads/converts src into buf
-    (aligned to 64 bytes inside plan.buf_size), then runs every output task.
+    (aligned to 64 bytes inside plan.buf_size), then runs every output task; with exact_borders
+    (non-finite weights) the border outputs are then summed again over their in-range taps.
     """
     cdef const DeconvolutionPlan* p = plan
     cdef char* abuf = NULL
@@ -650,8 +721,12 @@ cdef SynetStatus deconvolution_run(const DeconvolutionPlan* plan, const void* sr
             (p.amx and (not _AMX_GRANTED or p.nunits < 1 or p.unit_s0 == NULL or p.unit_s1 == NULL or
                         p.seg_aoff == NULL or p.seg_doff == NULL or p.seg_m == NULL or p.seg_phase == NULL))):
         return SYNET_VALUE_ERROR   # a kernel this build, CPU or process cannot run
+    if p.exact_borders and (p.border_y == NULL or p.border_x == NULL or p.nborder_x < 0 or p.nborder_x > p.dst_w or
+                            min(p.kernel_y, p.kernel_x, p.dilation_y, p.dilation_x) < 1):
+        return SYNET_VALUE_ERROR   # the border pass's tables
     if p.bias == NULL or p.params == NULL or p.wofs == NULL or \
-            (p.weights == NULL if p.impl == SYNET_DECONV_GEMM else p.wdw == NULL):
+            (p.weights == NULL if p.impl == SYNET_DECONV_GEMM else p.wdw == NULL) or \
+            (p.exact_borders and p.wexact == NULL):
         return SYNET_NOT_READY
     if p.buf_size > 0:
         if buf == NULL:
@@ -696,6 +771,18 @@ def _axis_phases(stride, dilation, kernel, pad_begin, src, dst):
             low = max(low, -(j0 + min(offsets)))
             high = max(high, j0 + count - 1 + max(offsets) - (src - 1))
     return phases, low, high
+
+
+def _border_outputs(phases, stride, pad_begin, src, dst):
+    """Flags [dst] of one axis: 1 for output o = r − pad_begin + stride·j when a tap of its phase r reads
+    input j + offset outside [0, src) (the zero padding), else 0."""
+    flags = np.zeros(dst, np.int64)
+    for r, (taps, j0, count) in enumerate(phases):
+        if taps and count:
+            offsets = [o for _, o in taps]
+            j = np.arange(j0, j0 + count, dtype=np.int64)
+            flags[r - pad_begin + stride * j] = (j + min(offsets) < 0) | (j + max(offsets) >= src)
+    return flags
 
 
 _MAX_PLAN = 1 << 24   # Python-built table entries (phases·taps, rows, columns) a geometry may need
@@ -933,7 +1020,13 @@ cdef class Deconvolution16b:
         ntaps = np.array(ntaps, np.int64)
         tap0 = np.array(tap0 + [len(toffs)], np.int64)
         toffs = np.array(toffs + [0], np.int64)
-        self._keep = (row_ry, row_j, col_i0, col_n, ntaps, tap0, toffs, unit_s0, unit_s1) + seg_arrays
+        # exact borders (used only with non-finite weights): the outputs whose phase reads the zero padding
+        border_y = _border_outputs(phases_y, geo.stride_y, geo.pad_y, geo.src_h, geo.dst_h)
+        border_x = np.flatnonzero(_border_outputs(phases_x, geo.stride_x, geo.pad_x, geo.src_w, geo.dst_w))
+        p.nborder_x = len(border_x)
+        border_x = np.append(border_x, 0).astype(np.int64)
+        self._keep = (row_ry, row_j, col_i0, col_n, ntaps, tap0, toffs, unit_s0, unit_s1) + seg_arrays + \
+            (border_y, border_x)
         self._tap_k = tap_k
         self._conv = conv
         self._batch = batch
@@ -980,6 +1073,9 @@ cdef class Deconvolution16b:
         v = seg_arrays[1]; p.seg_doff = &v[0]
         v = seg_arrays[2]; p.seg_m = &v[0]
         v = seg_arrays[3]; p.seg_phase = &v[0]
+        v = border_y; p.border_y = &v[0]
+        v = border_x; p.border_x = &v[0]
+        p.kernel_y, p.kernel_x, p.dilation_y, p.dilation_x = geo.kernel_y, geo.kernel_x, geo.dilation_y, geo.dilation_x
 
     def enable(self):
         """True when `init` has built the context."""
@@ -991,22 +1087,25 @@ cdef class Deconvolution16b:
         return int(self._plan.buf_size)
 
     def internal_buffer_size(self):
-        """Bytes held by the context: packed weights, bias, activation parameters, tables."""
+        """Bytes held by the context: packed weights, bias, activation parameters, tables, and with
+        non-finite weights the FP32 weight copy of the exact-border pass."""
         if self._key is None:
             return 0
         total = sum(a.nbytes for a in self._keep)
-        for a in (self._weights, self._bias, self._params, self._wofs):
+        for a in (self._weights, self._bias, self._params, self._wofs, self._wexact):
             if a is not None:
                 total += a.nbytes
         return int(total)
 
     def info(self):
-        """The implementation chosen by `init`, e.g. ``"Cython::PhaseGemm avx512bf16"``."""
+        """The implementation chosen by `init`, e.g. ``"Cython::PhaseGemm avx512bf16"``; ``" + exact borders"``
+        when the weights hold NaN or inf and the border outputs are summed again over their in-range taps."""
         self._require_init()
+        borders = " + exact borders" if self._plan.exact_borders else ""   # non-finite weights
         if self._plan.impl == SYNET_DECONV_DEPTHWISE:
-            return "Cython::Depthwise fp32"
+            return "Cython::Depthwise fp32" + borders
         kernel = "amx-bf16" if self._plan.amx else ("portable" if self._plan.soft else "avx512bf16")
-        return f"Cython::PhaseGemm {kernel}" + (" direct" if self._plan.direct else "")
+        return f"Cython::PhaseGemm {kernel}" + (" direct" if self._plan.direct else "") + borders
 
     cdef _require_init(self):
         if self._key is None:
@@ -1029,7 +1128,7 @@ cdef class Deconvolution16b:
             None takes the defaults of SPEC §2.
         """
         cdef DeconvolutionPlan* p = &self._plan
-        cdef const float[::1] vb, vp, vw32
+        cdef const float[::1] vb, vp, vw32, vwx
         cdef const int64_t[::1] vo
         cdef const uint16_t[::1] vw16
         with self._lock:
@@ -1063,8 +1162,13 @@ cdef class Deconvolution16b:
         tap_k = self._tap_k
         sy, sx = conv.stride_y, conv.stride_x
         ntaps_all = np.asarray(self._keep[4])
+        rounded = _round_f32(canon)   # [g, cg_in, ky, kx, cg_out], BF16 values
+        wexact = None
+        if (p.hp > p.src_h or p.wp > p.src_w) and not np.isfinite(rounded).all():
+            # NaN/inf meets the zero padding of border outputs: keep the weights of the exact-border pass
+            wexact = np.ascontiguousarray(rounded.transpose(0, 2, 3, 1, 4)).reshape(-1)
         if p.impl == SYNET_DECONV_DEPTHWISE:
-            r = _round_f32(canon.reshape(conv.src_c, ky, kx))   # [c, ky, kx]
+            r = rounded.reshape(conv.src_c, ky, kx)   # [c, ky, kx]
             kyi = np.array([k[0] for k in tap_k], np.intp)
             kxi = np.array([k[1] for k in tap_k], np.intp)
             by_tap = r[:, kyi, kxi] if len(tap_k) else np.zeros((conv.src_c, 0), np.float32)
@@ -1104,6 +1208,13 @@ cdef class Deconvolution16b:
             if self._key is not key:   # init/clear ran meanwhile: these weights fit the old geometry
                 raise RuntimeError("Deconvolution16b.set_params: the context was re-initialised during the call")
             self._weights, self._bias, self._params, self._wofs = packed, b, prm, wofs
+            self._wexact = wexact
+            p.exact_borders = wexact is not None
+            if wexact is not None:
+                vwx = wexact
+                p.wexact = &vwx[0]
+            else:
+                p.wexact = NULL
             vb = b
             vp = prm
             vo = wofs
@@ -1151,7 +1262,7 @@ cdef class Deconvolution16b:
                 raise RuntimeError("Deconvolution16b.forward: call set_params() before forward()")
             plan = self._plan     # a private copy; the references below keep the arrays it points into
             keep = self._keep
-            weights, bias, prm, wofs = self._weights, self._bias, self._params, self._wofs
+            weights, bias, prm, wofs, wexact = self._weights, self._bias, self._params, self._wofs, self._wexact
             src_dtypes, src_size = self._src_dtypes, self._src_size
             dst_dtypes, dst_dtype, dst_shape, dst_size = self._dst_dtypes, self._dst_dtype, self._dst_shape, self._dst_size
         src = check_buffer(src, "src", src_dtypes, src_size)
@@ -1203,7 +1314,7 @@ cdef class Deconvolution16b:
         self._key = None
         self._ready = False
         self._conv = None
-        self._weights = self._bias = self._params = self._wofs = None
+        self._weights = self._bias = self._params = self._wofs = self._wexact = None
         self._keep = ()
         self._tap_k = None
         memset(&self._plan, 0, sizeof(DeconvolutionPlan))

@@ -1,5 +1,6 @@
 """Deconvolution16b / conv_transpose2d against an independent float64 NumPy reference."""
 
+import dataclasses
 import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -102,6 +103,18 @@ def assert_close(got, ref, mag, dst_bf16):
                            f"got {got[bad][0]}, expected {ref[bad][0]}")
 
 
+def assert_matches_nonfinite(got, ref, mag, dst_bf16):
+    """NaN exactly where the reference has NaN, ±inf exactly equal, the finite values as `assert_close`."""
+    got = got.astype(np.float64)
+    nan_got, nan_ref = np.isnan(got), np.isnan(ref)
+    assert np.array_equal(nan_got, nan_ref), (f"NaN at {np.argwhere(nan_got & ~nan_ref)[:3].tolist()} (not in the "
+                                              f"reference), missing at {np.argwhere(nan_ref & ~nan_got)[:3].tolist()}")
+    infinite = np.isinf(ref)
+    assert np.array_equal(got[infinite], ref[infinite]), np.argwhere(infinite & (got != ref))[:3].tolist()
+    finite = np.isfinite(ref)
+    assert_close(got[finite], ref[finite], mag[finite], dst_bf16)
+
+
 def to_nhwc(a):
     return np.ascontiguousarray(a.transpose(0, 2, 3, 1))
 
@@ -111,7 +124,9 @@ def to_nchw(a):
 
 
 def run_case(fmt, n, cg_in, cg_out, groups, hw, kernel, stride, dilation, pads, src_bf16, dst_bf16, act, bias,
-             seed, compat=0, n_threads=1, params=None):
+             seed, compat=0, n_threads=1, params=None, bad_weights=()):
+    """One context against the reference. pads (top, left, bottom, right): a negative bottom/right is
+    PyTorch's output_padding. bad_weights: (position in [0, 1) of the flat weights, value) replacements."""
     rng = np.random.default_rng(seed)
     pads = (pads,) * 4 if isinstance(pads, int) else tuple(pads)
     c_in, c_out = cg_in * groups, cg_out * groups
@@ -120,8 +135,14 @@ def run_case(fmt, n, cg_in, cg_out, groups, hw, kernel, stride, dilation, pads, 
     b = rng.standard_normal(c_out).astype(np.float32) if bias else None
     if act == Activation.PRELU:
         params = rng.uniform(-1, 1, c_out).astype(np.float32)
-    conv = ConvParams.deconvolution(c_in, hw[0], hw[1], c_out, kernel, stride, dilation, pads, groups, act,
-                                    "bf16" if src_bf16 else "f32", "bf16" if dst_bf16 else "f32", fmt)
+    for position, value in bad_weights:
+        w.reshape(-1)[int(position * w.size)] = value
+    ends = (max(pads[2], 0), max(pads[3], 0))
+    conv = ConvParams.deconvolution(c_in, hw[0], hw[1], c_out, kernel, stride, dilation, (*pads[:2], *ends), groups,
+                                    act, "bf16" if src_bf16 else "f32", "bf16" if dst_bf16 else "f32", fmt)
+    if ends != pads[2:]:   # output_padding: ConvParams.deconvolution takes pads >= 0, the context negative end pads
+        conv = dataclasses.replace(conv, pad_h=pads[2], pad_w=pads[3], dst_h=conv.dst_h + ends[0] - pads[2],
+                                   dst_w=conv.dst_w + ends[1] - pads[3])
     d = Deconvolution16b()
     d.init(n, conv, compat)
     nhwc = fmt == "NHWC"
@@ -137,7 +158,10 @@ def run_case(fmt, n, cg_in, cg_out, groups, hw, kernel, stride, dilation, pads, 
     if p is not None:  # the op takes its parameters as FP32
         p = np.asarray(p, np.float32).astype(np.float64)
     ref = activate(ref, act, p)
-    assert_close(to_nchw(y) if nhwc else y, ref, mag, dst_bf16)
+    if len(bad_weights):
+        assert_matches_nonfinite(to_nchw(y) if nhwc else y, ref, mag, dst_bf16)
+    else:
+        assert_close(to_nchw(y) if nhwc else y, ref, mag, dst_bf16)
     return d, xs, y
 
 
@@ -171,6 +195,40 @@ def geometries(draw):
 @given(geometries())
 def test_matches_reference(case):
     run_case(**case)
+
+
+def has_border(dst, src, kernel, stride, dilation, pad_begin):
+    """Some output of this axis has a tap (o + pad_begin − k·dilation divisible by stride) outside [0, src)."""
+    return any((o + pad_begin - k * dilation) % stride == 0 and not 0 <= (o + pad_begin - k * dilation) // stride < src
+               for o in range(dst) for k in range(kernel))
+
+
+BAD_VALUES = [np.nan, np.inf, -np.inf, 3.4e38, -3.4e38]   # ±3.4e38: finite FP32, ±inf in BF16
+
+
+@st.composite
+def nonfinite_cases(draw):
+    """geometries() with an output_padding and 1-4 weights NaN, ±inf or rounding to ±inf in BF16."""
+    case = draw(geometries())
+    (sy, sx), (dy, dx) = case["stride"], case["dilation"]
+    top, left, bottom, right = case["pads"]
+    case["pads"] = (top, left, bottom - draw(st.integers(0, max(sy, dy) - 1)),
+                    right - draw(st.integers(0, max(sx, dx) - 1)))
+    case["bad_weights"] = draw(st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.sampled_from(BAD_VALUES)),
+                                        min_size=1, max_size=4))
+    return case
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # the reference's inf − inf, 0·inf
+@given(nonfinite_cases())
+def test_nonfinite_weights_match_reference(case):
+    """A NaN/inf weight reaches exactly the outputs whose in-range taps use it: the NaN mask and the
+    infinities equal the reference's, the finite outputs are within its tolerance (issue #6)."""
+    d, _, _ = run_case(**case)
+    conv = d.conv
+    borders = has_border(conv.dst_h, conv.src_h, conv.kernel_y, conv.stride_y, conv.dilation_y, conv.pad_y) or \
+        has_border(conv.dst_w, conv.src_w, conv.kernel_x, conv.stride_x, conv.dilation_x, conv.pad_x)
+    assert ("exact borders" in d.info()) == borders, d.info()
 
 
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
@@ -240,6 +298,56 @@ def test_depthwise_thread_count_agnostic():
     x = rng.standard_normal((1, 16, 40, 40)).astype(np.float32)
     assert d.info() == "Cython::Depthwise fp32"
     assert np.array_equal(d.forward(x, n_threads=1), d.forward(x, n_threads=2))
+
+
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("cg_in, cg_out, groups", [(3, 72, 1), (40, 72, 1), (1, 1, 16)])
+def test_nonfinite_weights_thread_count_agnostic(fmt, cg_in, cg_out, groups):
+    """The border pass computes each output in one task: the same bits (NaN included) for 1, 2, 3 threads."""
+    rng = np.random.default_rng(12)
+    c_in = cg_in * groups
+    conv = ConvParams.deconvolution(c_in, 24, 20, cg_out * groups, 4, 2, 1, 1, groups, format=fmt, activation="prelu")
+    d = Deconvolution16b(2, conv)
+    w = rng.standard_normal(c_in * 16 * cg_out).astype(np.float32)
+    w[[0, 5, w.size // 2, w.size - 1]] = [np.nan, np.inf, -np.inf, np.nan]
+    d.set_params(w, rng.standard_normal(cg_out * groups), rng.uniform(-1, 1, cg_out * groups))
+    assert d.info().endswith(" + exact borders")
+    x = rng.standard_normal((2, c_in, 24, 20) if fmt == "NCHW" else (2, 24, 20, c_in)).astype(np.float32)
+    one = d.forward(x, n_threads=1)
+    assert np.isnan(one).any() and np.isfinite(one).any()
+    for n in (2, 3):
+        assert np.array_equal(one.view(np.uint32), d.forward(x, n_threads=n).view(np.uint32))
+
+
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("cg_in, cg_out, groups, kernel, stride, pad", [
+    (3, 5, 1, 3, 2, 1),       # PhaseGemm with borders
+    (40, 24, 1, 4, 2, 1),     # PhaseGemm (AMX where available)
+    (1, 1, 8, 3, 1, 0),       # depthwise with borders
+    (8, 8, 1, 2, 2, 0),       # every output's taps in range: no borders
+    (16, 8, 1, 1, 1, 0),      # 1x1 stride 1: one long row, no borders
+])
+def test_finite_weights_skip_the_border_pass(fmt, cg_in, cg_out, groups, kernel, stride, pad):
+    """Finite weights: no FP32 weight copy, no border pass (info, internal_buffer_size), the same bits after
+    non-finite weights were set and replaced; non-finite weights add exactly the copy when borders exist."""
+    rng = np.random.default_rng(13)
+    c_in = cg_in * groups
+    conv = ConvParams.deconvolution(c_in, 6, 7, cg_out * groups, kernel, stride, 1, pad, groups, format=fmt)
+    d = Deconvolution16b(1, conv)
+    w = rng.standard_normal(c_in * kernel * kernel * cg_out).astype(np.float32)
+    x = rng.standard_normal(c_in * 6 * 7).astype(np.float32)
+    d.set_params(w)
+    info, size, before = d.info(), d.internal_buffer_size(), d.forward(x)
+    assert "exact borders" not in info
+    bad = w.copy()
+    bad[w.size // 3] = np.nan
+    d.set_params(bad)
+    borders = has_border(conv.dst_h, 6, kernel, stride, 1, pad) or has_border(conv.dst_w, 7, kernel, stride, 1, pad)
+    assert d.info() == (info + " + exact borders" if borders else info)
+    assert d.internal_buffer_size() == size + (w.size * 4 if borders else 0)
+    d.set_params(w)
+    assert d.info() == info and d.internal_buffer_size() == size
+    assert np.array_equal(d.forward(x).view(np.uint32), before.view(np.uint32))
 
 
 def test_one_context_many_python_threads():

@@ -182,6 +182,25 @@ def test_deconvolution_status_codes_and_not_ready(downstream):
         downstream.deconvolution(context, x.view(np.uint8), buf, raw_dst)
 
 
+@pytest.mark.parametrize("fmt, groups", [("NCHW", 1), ("NHWC", 1), ("NCHW", 8)])
+def test_deconvolution_nonfinite_weights_plan(downstream, fmt, groups):
+    """Exact borders (NaN/inf weights) through the C API: the same bits, and its tables and weights checked."""
+    context, x = _deconvolution_context(fmt, "f32", "f32", 4, 2, groups, "relu", 9)
+    conv = context.conv
+    w = np.random.default_rng(10).standard_normal(conv.src_c * 16 * conv.dst_c // groups).astype(np.float32)
+    w[[0, w.size // 2]] = [np.nan, -np.inf]
+    context.set_params(w)
+    expected = context.forward(x, n_threads=2)
+    assert np.isfinite(expected).any() and np.isnan(expected).any()
+    buf = np.empty(context.external_buffer_size(), np.uint8)
+    dst = np.zeros_like(expected)
+    assert downstream.deconvolution(context, x.view(np.uint8), buf, dst.reshape(-1).view(np.uint8), 2) == 0
+    assert np.array_equal(dst.view(np.uint8), expected.view(np.uint8))
+    # SYNET_VALUE_ERROR without a border table, SYNET_NOT_READY without the FP32 weights
+    assert downstream.deconvolution_bad_border_calls(context, x.view(np.uint8), buf,
+                                                     dst.reshape(-1).view(np.uint8)) == (True, 1, 1, 3)
+
+
 def test_activation_inline_function(downstream):
     for x in (-4.0, -1.0, 0.5, 2.0, 5.0):
         expected = np.float32(max(min(x, 3.0) + 3.0, 0.0)) * np.float32(1 / 6) * np.float32(x)

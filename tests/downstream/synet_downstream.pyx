@@ -118,3 +118,20 @@ def deconvolution_bad_calls(Deconvolution16b context, const unsigned char[::1] s
     bad.act = ACT_COUNT
     bad_act = deconvolution_run(&bad, &src[0], &buf[0], &dst[0], 1)
     return null_plan, null_src, null_buf, no_weights, bad_act
+
+
+def deconvolution_bad_border_calls(Deconvolution16b context, const unsigned char[::1] src, unsigned char[::1] buf,
+                                   unsigned char[::1] dst):
+    """Statuses of an exact-borders plan without: its row table, its column table, its FP32 weights."""
+    cdef DeconvolutionPlan plan = context.plan()
+    cdef DeconvolutionPlan bad
+    bad = plan
+    bad.border_y = NULL
+    no_rows = deconvolution_run(&bad, &src[0], &buf[0], &dst[0], 1)
+    bad = plan
+    bad.border_x = NULL
+    no_columns = deconvolution_run(&bad, &src[0], &buf[0], &dst[0], 1)
+    bad = plan
+    bad.wexact = NULL
+    no_weights = deconvolution_run(&bad, &src[0], &buf[0], &dst[0], 1)
+    return plan.exact_borders, no_rows, no_columns, no_weights
