@@ -994,7 +994,7 @@ cdef class Deconvolution16b:
         col_n = np.array([ph[2] for ph in phases_x], np.int64)
         nblocks = (cg_out + bw - 1) // bw
         # AMX: segments of <= 16 pixels of one phase row; full ones of a phase go in pairs
-        seg_aoff, seg_doff, seg_m, seg_phase, units = [], [], [], [], []
+        seg_aoff, seg_doff, seg_m, seg_phase, seg_place, units = [], [], [], [], [], []
         if amx:
             for phase in range(geo.stride_y * geo.stride_x):
                 ry, rx = divmod(phase, geo.stride_x)
@@ -1011,9 +1011,13 @@ cdef class Deconvolution16b:
                         m = min(16, int(col_n[rx]) - i)
                         seg_m.append(m)
                         seg_phase.append(phase)
+                        seg_place.append((oy, ox))
                         (full if m == 16 else tails).append(len(seg_m) - 1)
                 units += [(full[k], full[k + 1] if k + 1 < len(full) else -1) for k in range(0, len(full), 2)]
                 units += [(k, -1) for k in tails]
+            # in output order: the phases that interleave in one output row run back to back, so a
+            # thread's share of the tasks is a band of output rows (no cache line written by two threads)
+            units.sort(key=lambda unit: seg_place[unit[0]])
         unit_s0 = np.array([u[0] for u in units] + [0], np.int64)
         unit_s1 = np.array([u[1] for u in units] + [0], np.int64)
         seg_arrays = tuple(np.array(x + [0], np.int64) for x in (seg_aoff, seg_doff, seg_m, seg_phase))
