@@ -62,6 +62,40 @@ cdef extern from * nogil:
         return _mm512_cvtepi32_epi16(r);
     }
 
+    /* r[i][j] -> r[j][i] for a 16x16 block of floats */
+    static inline void synet_transpose16(__m512 r[16])
+    {
+        __m512 t[16];
+        for (int i = 0; i < 16; i += 2) {
+            t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+            t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+        }
+        for (int i = 0; i < 16; i += 4) {   /* r[i + q], 128-bit lane L: rows i..i+3 of column 4L + q */
+            r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+            r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+            r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+            r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+        }
+        for (int q = 0; q < 4; ++q) {
+            const __m512 t0 = _mm512_shuffle_f32x4(r[q], r[4 + q], 0x88), t1 = _mm512_shuffle_f32x4(r[q], r[4 + q], 0xDD);
+            const __m512 t2 = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0x88), t3 = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0xDD);
+            t[q] = _mm512_shuffle_f32x4(t0, t2, 0x88);        /* column q */
+            t[4 + q] = _mm512_shuffle_f32x4(t1, t3, 0x88);    /* column 4 + q */
+            t[8 + q] = _mm512_shuffle_f32x4(t0, t2, 0xDD);    /* column 8 + q */
+            t[12 + q] = _mm512_shuffle_f32x4(t1, t3, 0xDD);   /* column 12 + q */
+        }
+        for (int i = 0; i < 16; ++i) r[i] = t[i];
+    }
+
+    /* bit i of k -> bit 2i: the lanes of every other element */
+    static inline uint32_t synet_spread16(uint32_t k)
+    {
+        k = (k | (k << 8)) & 0x00FF00FFu;
+        k = (k | (k << 4)) & 0x0F0F0F0Fu;
+        k = (k | (k << 2)) & 0x33333333u;
+        return (k | (k << 1)) & 0x55555555u;
+    }
+
     /* dst[off + m*mstep + n*nstep] = act(src[m*sstride + n] + bias[n]) for m < M, n < N; act 0 (IDENTITY)
        or 1 (RELU); bias NULL adds 0; dst FP32, or BF16 bits when bf16. Returns 1 when done, else 0. */
     static inline int synet_act_store_fast(const float *src, int64_t sstride, int64_t M, int64_t N, const float *bias,
@@ -99,28 +133,54 @@ cdef extern from * nogil:
             return 1;
         }
         if (sstride > (1 << 26) || mstep > (1 << 26) || sstride < 0 || mstep < 0) return 0;
+        /* runs along m for each channel n: 16x16 blocks of src transposed in registers (one channel a
+           register), or a gather for a single strided channel; stores contiguous, every other
+           element (mstep 2: the stride-2 phases of a deconvolution), or scattered */
         const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
         const __m512i gidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)sstride));
         const __m512i sidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)mstep));
-        for (int64_t n = 0; n < N; ++n) {
-            const __m512 b = _mm512_set1_ps(bias ? bias[n] : 0.0f);
+        const __m512i pair_lo = _mm512_srli_epi32(lane, 1), pair_hi = _mm512_add_epi32(pair_lo, _mm512_set1_epi32(8));
+        const __m512i pair16 = _mm512_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8,
+                                                7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+        __m512 col[16];
+        for (int64_t n0 = 0; n0 < N; n0 += 16) {
+            const int64_t nn = N - n0 < 16 ? N - n0 : 16;
+            const __mmask16 kn = (__mmask16)(nn == 16 ? 0xFFFFu : (1u << nn) - 1);
             for (int64_t m = 0; m < M; m += 16) {
-                const __mmask16 k = M - m >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (M - m)) - 1);
-                __m512 v = _mm512_mask_i32gather_ps(zero, k, gidx, src + m * sstride + n, 4);
-                v = _mm512_add_ps(v, b);
-                if (relu) v = _mm512_max_ps(zero, v);
-                const int64_t o = off + n * nstep + m * mstep;
-                if (bf16) {
-                    if (mstep == 1) _mm256_mask_storeu_epi16(d16 + o, k, synet_act_bf16_vec(v));
-                    else {
-                        uint16_t tmp[16];
-                        _mm256_storeu_si256((__m256i *)tmp, synet_act_bf16_vec(v));
-                        for (int64_t i = 0; i < 16 && m + i < M; ++i) d16[o + i * mstep] = tmp[i];
-                    }
-                } else if (mstep == 1) {
-                    _mm512_mask_storeu_ps(d32 + o, k, v);
+                const int64_t mm = M - m < 16 ? M - m : 16;
+                const __mmask16 k = (__mmask16)(mm == 16 ? 0xFFFFu : (1u << mm) - 1);
+                if (nn == 1) {
+                    col[0] = sstride == 1 ? _mm512_maskz_loadu_ps(k, src + m + n0)
+                                          : _mm512_mask_i32gather_ps(zero, k, gidx, src + m * sstride + n0, 4);
                 } else {
-                    _mm512_mask_i32scatter_ps(d32 + o, k, sidx, v, 4);
+                    for (int64_t i = 0; i < 16; ++i)
+                        col[i] = i < mm ? _mm512_maskz_loadu_ps(kn, src + (m + i) * sstride + n0) : zero;
+                    synet_transpose16(col);
+                }
+                for (int64_t j = 0; j < nn; ++j) {
+                    __m512 v = _mm512_add_ps(col[j], _mm512_set1_ps(bias ? bias[n0 + j] : 0.0f));
+                    if (relu) v = _mm512_max_ps(zero, v);
+                    const int64_t o = off + (n0 + j) * nstep + m * mstep;
+                    if (bf16) {
+                        const __m256i h = synet_act_bf16_vec(v);
+                        if (mstep == 1) _mm256_mask_storeu_epi16(d16 + o, k, h);
+                        else if (mstep == 2)
+                            _mm512_mask_storeu_epi16(d16 + o, synet_spread16(k),
+                                                     _mm512_permutexvar_epi16(pair16, _mm512_castsi256_si512(h)));
+                        else {
+                            uint16_t tmp[16];
+                            _mm256_storeu_si256((__m256i *)tmp, h);
+                            for (int64_t i = 0; i < mm; ++i) d16[o + i * mstep] = tmp[i];
+                        }
+                    } else if (mstep == 1) {
+                        _mm512_mask_storeu_ps(d32 + o, k, v);
+                    } else if (mstep == 2) {
+                        const uint32_t spread = synet_spread16(k);
+                        _mm512_mask_storeu_ps(d32 + o, (__mmask16)spread, _mm512_permutexvar_ps(pair_lo, v));
+                        if (mm > 8) _mm512_mask_storeu_ps(d32 + o + 16, (__mmask16)(spread >> 16), _mm512_permutexvar_ps(pair_hi, v));
+                    } else {
+                        _mm512_mask_i32scatter_ps(d32 + o, k, sidx, v, 4);
+                    }
                 }
             }
         }
