@@ -38,7 +38,7 @@ returns 0 (nothing done) where it does not apply (another activation, no AVX-512
 build, strides beyond its gather range); the caller then runs `activate_block` and stores.
 """
 
-from libc.math cimport expf, expm1f, tanhf, log1pf, erfcf, fmaf
+from libc.math cimport exp, expm1, tanh, log1p, erfc, fmaf
 from libc.stdint cimport int64_t
 
 cdef extern from * nogil:
@@ -227,19 +227,19 @@ cdef inline float act_restrict_range(float x, float lo, float hi) noexcept nogil
     return hi if x > hi else x
 
 cdef inline float act_elu(float x, float a) noexcept nogil:
-    """x >= 0 ? x : a*(exp(x) - 1), with expm1."""
-    return x if not x < 0 else a * expm1f(x)
+    """x >= 0 ? x : a*(exp(x) - 1), with expm1, in float64 rounded once."""
+    return x if not x < 0 else <float>(<double>a * expm1(<double>x))
 
 cdef inline float act_hswish(float x, float shift, float scale) noexcept nogil:
-    """max(min(x, shift) + shift, 0) * scale * x."""
-    cdef float t = shift if x > shift else x
+    """max(min(x, shift) + shift, 0) * scale * x, in float64 rounded once."""
+    cdef double t = shift if x > shift else x
     t = t + shift
     t = 0.0 if t < 0 else t
-    return t * scale * x
+    return <float>(t * scale * x)
 
 cdef inline float act_mish(float x, float threshold) noexcept nogil:
-    """x > threshold ? x : x*tanh(log1p(exp(x)))."""
-    return x if x > threshold else x * tanhf(log1pf(expf(x)))
+    """x > threshold ? x : x*tanh(log1p(exp(x))), in float64 rounded once."""
+    return x if x > threshold else <float>(x * tanh(log1p(exp(<double>x))))
 
 cdef inline float act_hard_sigmoid(float x, float scale, float shift) noexcept nogil:
     """max(0, min(x*scale + shift, 1)); the product and sum are one fma."""
@@ -248,12 +248,12 @@ cdef inline float act_hard_sigmoid(float x, float scale, float shift) noexcept n
     return 0.0 if y < 0 else y
 
 cdef inline float act_swish(float x, float s) noexcept nogil:
-    """x / (1 + exp(-s*x))."""
-    return x / (1.0 + expf(-s * x))
+    """x / (1 + exp(-s*x)), in float64 rounded once."""
+    return <float>(x / (1.0 + exp(-<double>s * x)))
 
 cdef inline float act_gelu(float x) noexcept nogil:
-    """x*(1 + erf(x/sqrt(2)))/2, evaluated as x*erfc(-x/sqrt(2))/2."""
-    return 0.5 * x * erfcf(x * -0.70710678118654752440)
+    """x*(1 + erf(x/sqrt(2)))/2, evaluated as x*erfc(-x/sqrt(2))/2 in float64 rounded once."""
+    return <float>(0.5 * x * erfc(<double>x * -0.70710678118654752440))
 
 
 cdef inline float activate(float x, int act, const float* params, Py_ssize_t channel) noexcept nogil:
