@@ -192,14 +192,44 @@ cdef extern from * nogil:
             _mm256_mask_storeu_epi16(d + i, k, synet_act_bf16_vec(_mm512_maskz_loadu_ps(k, s + i)));
         }
     }
+    /* NCHW -> channels last: d[x * dstride + c] = bf16(s[c * plane + x]), c < channels, x < width;
+       16 channels x 16 pixels a step, transposed in registers. */
+    static void synet_dc_cvt_planes(const float *s, int64_t plane, int64_t channels, int64_t width,
+                                    uint16_t *d, int64_t dstride)
+    {
+        __m512 r[16];
+        for (int64_t c0 = 0; c0 < channels; c0 += 16) {
+            const int64_t nc = channels - c0 < 16 ? channels - c0 : 16;
+            const __mmask16 kc = (__mmask16)(nc == 16 ? 0xFFFFu : (1u << nc) - 1);
+            for (int64_t x0 = 0; x0 < width; x0 += 16) {
+                const int64_t nx = width - x0 < 16 ? width - x0 : 16;
+                const __mmask16 kx = (__mmask16)(nx == 16 ? 0xFFFFu : (1u << nx) - 1);
+                for (int64_t i = 0; i < 16; ++i)
+                    r[i] = i < nc ? _mm512_maskz_loadu_ps(kx, s + (c0 + i) * plane + x0) : _mm512_setzero_ps();
+                synet_transpose16(r);
+                for (int64_t j = 0; j < nx; ++j)
+                    _mm256_mask_storeu_epi16(d + (x0 + j) * dstride + c0, kc, synet_act_bf16_vec(r[j]));
+            }
+        }
+    }
     #else
+    static uint16_t synet_dc_bf16(const float *s)
+    {
+        uint32_t b; memcpy(&b, s, 4);
+        return (b & 0x7FFFFFFFu) > 0x7F800000u ? (uint16_t)(((b >> 16) & 0x8000u) | 0x7FC0u)
+                                               : (uint16_t)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+    }
     static void synet_dc_cvt_row(const float *s, uint16_t *d, int64_t n)
     {
-        for (int64_t i = 0; i < n; ++i) {
-            uint32_t b; memcpy(&b, s + i, 4);
-            d[i] = (b & 0x7FFFFFFFu) > 0x7F800000u ? (uint16_t)(((b >> 16) & 0x8000u) | 0x7FC0u)
-                                                  : (uint16_t)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
-        }
+        for (int64_t i = 0; i < n; ++i)
+            d[i] = synet_dc_bf16(s + i);
+    }
+    static void synet_dc_cvt_planes(const float *s, int64_t plane, int64_t channels, int64_t width,
+                                    uint16_t *d, int64_t dstride)
+    {
+        for (int64_t c = 0; c < channels; ++c)
+            for (int64_t x = 0; x < width; ++x)
+                d[x * dstride + c] = synet_dc_bf16(s + c * plane + x);
     }
     #endif
 
@@ -308,6 +338,8 @@ cdef extern from * nogil:
                        int64_t ps, const uint16_t *b, float *out, int M, int NV, int soft)
     int synet_dc_amx_init()
     void synet_dc_cvt_row(const float *s, uint16_t *d, int64_t n)
+    void synet_dc_cvt_planes(const float *s, int64_t plane, int64_t channels, int64_t width, uint16_t *d,
+                             int64_t dstride)
     void synet_dc_amx_config(int rows)
     void synet_dc_amx_release()
     void synet_dc_amx_unit(const uint16_t *a0, const uint16_t *a1, const int64_t *toff, int64_t ntaps,
@@ -423,13 +455,17 @@ cdef void _pad_row(const src_t* src, uint16_t* a, const DeconvolutionPlan* p, Py
                 for g in range(p.group):
                     for ci in range(p.cg_in):
                         d[x * p.cpt + g * p.cgp + ci] = _bf16_of(s[x * p.src_c + g * p.cg_in + ci])
+    elif src_t is float:
+        for g in range(p.group):
+            synet_dc_cvt_planes(src + ((n * p.src_c + g * p.cg_in) * p.src_h + y) * p.src_w, p.src_h * p.src_w,
+                                p.cg_in, p.src_w, d + g * p.cgp, p.cpt)
     else:
         for c in range(p.src_c):
             g = c // p.cg_in
             ci = g * p.cgp + c % p.cg_in
             s = src + ((n * p.src_c + c) * p.src_h + y) * p.src_w
             for x in range(p.src_w):
-                d[x * p.cpt + ci] = _bf16_of(s[x])
+                d[x * p.cpt + ci] = s[x]
 
 
 cdef void _gemm_task(const uint16_t* a, void* dst, const DeconvolutionPlan* p, Py_ssize_t task) noexcept nogil:
