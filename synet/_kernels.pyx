@@ -238,8 +238,10 @@ cdef inline uint16_t _to_bf16(source_t value, bint truncate) noexcept nogil:
 cdef extern from *:
     """
     /* Aligned middles of large conversions with non-temporal stores (AVX-512): the same
-       formulas as bf16.pxd, 32 elements a step. `dst` must be 64-byte aligned; they return
-       how many elements they converted (a multiple of 32; 0 without AVX-512). */
+       formulas as bf16.pxd, 32 elements a step. `dst` must be 64-byte aligned; `avail` (>= n)
+       elements of src may be read from src on (the rest of the array: the prefetch crosses into
+       the next block); they return how many elements they converted (a multiple of 32; 0
+       without AVX-512). */
     #if defined(__AVX512F__) && defined(__AVX512BW__)
     #include <immintrin.h>
     /* Non-temporal stores starve the hardware prefetchers of the source stream: each step asks
@@ -263,11 +265,12 @@ cdef extern from *:
         return _mm512_mask_or_epi32(rounded, nan, _mm512_and_si512(high, _mm512_set1_epi32(0x8000)),
                                     _mm512_set1_epi32(0x7FC0));
     }
-    static Py_ssize_t synet_bf16_stream(const uint32_t *src, uint16_t *dst, Py_ssize_t n, int truncate) {
+    static Py_ssize_t synet_bf16_stream(const uint32_t *src, uint16_t *dst, Py_ssize_t n, Py_ssize_t avail,
+                                        int truncate) {
         const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
         Py_ssize_t i = 0;
         for (; i + 32 <= n; i += 32) {
-            synet_prefetch_ahead(src + i, 128, (n - i) * 4);
+            synet_prefetch_ahead(src + i, 128, (avail - i) * 4);
             __m512i lo = synet_bf16x16(_mm512_loadu_si512(src + i), truncate);
             __m512i hi = synet_bf16x16(_mm512_loadu_si512(src + i + 16), truncate);
             _mm512_stream_si512((void *)(dst + i), _mm512_permutexvar_epi64(order, _mm512_packus_epi32(lo, hi)));
@@ -275,10 +278,10 @@ cdef extern from *:
         _mm_sfence();
         return i;
     }
-    static Py_ssize_t synet_widen_stream(const uint16_t *src, uint32_t *dst, Py_ssize_t n) {
+    static Py_ssize_t synet_widen_stream(const uint16_t *src, uint32_t *dst, Py_ssize_t n, Py_ssize_t avail) {
         Py_ssize_t i = 0;
         for (; i + 32 <= n; i += 32) {
-            synet_prefetch_ahead(src + i, 64, (n - i) * 2);
+            synet_prefetch_ahead(src + i, 64, (avail - i) * 2);
             __m512i both = _mm512_loadu_si512(src + i);
             _mm512_stream_si512((void *)(dst + i), _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(both)), 16));
             _mm512_stream_si512((void *)(dst + i + 16),
@@ -288,12 +291,14 @@ cdef extern from *:
         return i;
     }
     #else
-    static Py_ssize_t synet_bf16_stream(const uint32_t *src, uint16_t *dst, Py_ssize_t n, int truncate) { return 0; }
-    static Py_ssize_t synet_widen_stream(const uint16_t *src, uint32_t *dst, Py_ssize_t n) { return 0; }
+    static Py_ssize_t synet_bf16_stream(const uint32_t *src, uint16_t *dst, Py_ssize_t n, Py_ssize_t avail,
+                                        int truncate) { return 0; }
+    static Py_ssize_t synet_widen_stream(const uint16_t *src, uint32_t *dst, Py_ssize_t n, Py_ssize_t avail) { return 0; }
     #endif
     """
-    Py_ssize_t synet_bf16_stream(const uint32_t *src, uint16_t *dst, Py_ssize_t n, int truncate) noexcept nogil
-    Py_ssize_t synet_widen_stream(const uint16_t *src, uint32_t *dst, Py_ssize_t n) noexcept nogil
+    Py_ssize_t synet_bf16_stream(const uint32_t *src, uint16_t *dst, Py_ssize_t n, Py_ssize_t avail,
+                                 int truncate) noexcept nogil
+    Py_ssize_t synet_widen_stream(const uint16_t *src, uint32_t *dst, Py_ssize_t n, Py_ssize_t avail) noexcept nogil
 
 cdef enum:
     STREAM_MIN = 4 << 20  # output bytes from which stores bypass the caches
@@ -341,7 +346,8 @@ cdef void _round(const source_t[::1] src, target_t[::1] dst, bint truncate, int 
             if stream:
                 head = _to_alignment(&dst[start], 2, count)
                 _round_range(&src[start], &dst[start], head, truncate)
-                done = head + synet_bf16_stream(&src[start + head], &dst[start + head], count - head, truncate)
+                done = head + synet_bf16_stream(&src[start + head], &dst[start + head], count - head,
+                                                 n - start - head, truncate)
                 _round_range(&src[start + done], &dst[start + done], count - done, truncate)
                 continue
         _round_range(&src[start], &dst[start], count, truncate)
@@ -357,7 +363,8 @@ cdef void _widen(const uint16_t[::1] src, uint32_t[::1] dst, int threads) noexce
         count = min(BLOCK, n - start)
         head = _to_alignment(&dst[start], 4, count) if stream else count
         _widen_range(&src[start], &dst[start], head)
-        done = head + (synet_widen_stream(&src[start + head], &dst[start + head], count - head) if stream else 0)
+        done = head + (synet_widen_stream(&src[start + head], &dst[start + head], count - head, n - start - head)
+                       if stream else 0)
         _widen_range(&src[start + done], &dst[start + done], count - done)
 
 
