@@ -18,7 +18,7 @@ cnp.import_array()
 
 from ._arrays import UINT16, check_buffer, check_out
 from ._kernels import resolve_num_threads
-from ._types import BFLOAT16, DataType, as_data_type, dtype_of
+from ._types import BFLOAT16, DataType, as_data_type, dtype_of, dtype_or_none
 
 ctypedef fused elem_t:  # data elements are copied by width
     uint8_t
@@ -281,10 +281,7 @@ def _data_dtype(value, str param="data_type"):
     try:
         return dtype_of(as_data_type(value, param))
     except ValueError:
-        try:
-            dtype = np.dtype(value)
-        except TypeError:
-            dtype = None
+        dtype = dtype_or_none(value)
         if dtype is not None and _copyable(dtype):
             return dtype
         raise

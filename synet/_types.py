@@ -105,16 +105,25 @@ def as_data_type(value: object, param: str = "data_type") -> DataType:
         except ValueError:
             pass
     else:
-        try:
-            dtype = np.dtype(value)  # type: ignore[call-overload]
-        except TypeError:
-            dtype = None
+        dtype = dtype_or_none(value)
         if dtype is not None and dtype in _DATA_TYPE_OF_DTYPE:
             return _DATA_TYPE_OF_DTYPE[dtype]
     raise ValueError(
         f"{param}: expected a DataType, its name (e.g. 'float32', 'bf16', '8u') or a NumPy "
         f"dtype, got {_describe(value)}"
     )
+
+
+def dtype_or_none(value: object) -> np.dtype | None:
+    """np.dtype(value), or None where NumPy does not read `value` as a dtype.
+
+    NumPy's parser fails with TypeError, ValueError or even SyntaxError (``np.dtype(",")``): any
+    failure means "not a dtype" here, and the caller raises its own error naming the parameter.
+    """
+    try:
+        return np.dtype(value)  # type: ignore[call-overload]
+    except Exception:
+        return None
 
 
 def dtype_of(data_type: DataType) -> np.dtype:

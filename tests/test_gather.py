@@ -285,6 +285,9 @@ def test_context_errors():
         gather.init("f32", "f32", False, 1, [2], 4, 1, 3)
     with pytest.raises(ValueError, match="data_type"):
         gather.init(np.complex128, "i32", False, 1, [2], 4, 1, 3)
+    for bad in (",", "i4,,", "(", ("f4", ",")):   # np.dtype raises SyntaxError / ValueError / TypeError on these
+        with pytest.raises(ValueError, match="data_type"):
+            gather.init(bad, "i32", False, 1, [2], 4, 1, 3)
     with pytest.raises(ValueError, match="index_users: expected an int >= 1"):
         gather.init("f32", "i32", False, 0, [2], 4, 1, 3)
     with pytest.raises(ValueError, match="src_count: expected an int >= 0"):

@@ -56,6 +56,8 @@ def test_format_and_compatibility():
     (as_data_type, True, "data_type"), (as_activation, 11, "activation"), (as_activation, None, "activation"),
     (as_format, "NCWH", "format"), (as_format, 2, "format"), (as_compatibility, 4, "compatibility"),
     (as_compatibility, -1, "compatibility"),
+    # NumPy's own dtype parser raises ValueError / SyntaxError on these: still ours, naming the parameter
+    (as_data_type, ("f4", ","), "data_type"), (as_data_type, ("f4", 2**62), "data_type"),
 ])
 def test_bad_spellings_name_the_parameter(parser, bad, name):
     with pytest.raises(ValueError, match=name):
