@@ -98,16 +98,26 @@ def _calls_per_sample(fn: Callable[[], object], target_s: float) -> int:
 
 
 def measure(candidates: dict[str, Callable[[], object]], repeats: int, target_s: float) -> dict[str, float]:
-    """Median seconds per call of each candidate, sampled round-robin after warm-up."""
+    """Median seconds per call of each candidate, sampled round-robin after warm-up.
+
+    Whoever runs right after another candidate pays for what that one left behind (a peer that
+    allocates and frees a 32 MB output slowed the next call by 15-40%, whichever candidate it
+    was), and a sample of n calls would spread that cost over n: fast candidates (larger n)
+    would look faster still. So each sample starts with one untimed call, and each round starts
+    one candidate later.
+    """
     loops = {}
     for label, fn in candidates.items():
         for _ in range(2):
             fn()  # warm-up: caches, page faults, a warm heap for peers that allocate
         loops[label] = _calls_per_sample(fn, target_s)
     samples: dict[str, list[float]] = {label: [] for label in candidates}
-    for _ in range(repeats):
-        for label, fn in candidates.items():
-            n = loops[label]
+    labels = list(candidates)
+    for round_ in range(repeats):
+        for position in range(len(labels)):
+            label = labels[(round_ + position) % len(labels)]
+            fn, n = candidates[label], loops[label]
+            fn()  # untimed: the switch from the previous candidate
             start = time.perf_counter()
             for _ in range(n):
                 fn()
