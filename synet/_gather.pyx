@@ -33,6 +33,7 @@ ctypedef fused index_t:
 cdef enum:
     TILE = 4096            # dst elements per parallel task (at least one row of `inner`)
     PARALLEL_MIN = 1 << 15  # dst elements below which a gather runs on one thread
+    STRIP_TASK_ROWS = 512   # rows per task of the 1-byte strip gather (at least src_count)
 
 _WIDTH_DTYPE = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 _INDEX_DTYPES = {DataType.INT32: np.dtype(np.int32), DataType.INT64: np.dtype(np.int64)}
@@ -112,17 +113,70 @@ cdef extern from *:
         }
         return bad;
     }
+    /* 1-byte elements, inner >= 32: the rows c_begin..c_end of one strip of 32 columns (s0..s0+31)
+       gather from a copy of that strip of src ([count][32] bytes, <= SYNET_STRIP_BYTES), which
+       stays in L1, instead of from random rows of the whole slice in L2; the index of the rows
+       ahead is prefetched. G3 (u8, 1024 x 256) in a C loop: 1.90 -> 1.31 ms. */
+    #define SYNET_GATHER_STRIPS 1
+    #define SYNET_STRIP_BYTES 32768
+    static Py_ssize_t synet_gather_strip_u8(const uint8_t *src, const void *idx, int idx_size, uint8_t *dst,
+                                            Py_ssize_t c_begin, Py_ssize_t c_end, Py_ssize_t count,
+                                            Py_ssize_t inner, Py_ssize_t s0) {
+        uint8_t buf[SYNET_STRIP_BYTES + 64] __attribute__((aligned(64)));
+        if (count * 32 > SYNET_STRIP_BYTES || s0 >= inner)
+            return -1;
+        const int idx64 = idx_size == 8;
+        const Py_ssize_t cols = inner - s0 < 32 ? inner - s0 : 32, ahead = 6 * inner * idx_size;
+        const __mmask32 kc = cols == 32 ? 0xFFFFFFFFu : (1u << cols) - 1;
+        const __mmask16 k0 = (__mmask16)kc, k1 = (__mmask16)(kc >> 16);
+        const __m512i vcount = _mm512_set1_epi32((int)count);
+        const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        const __m512i lane16 = _mm512_add_epi32(lane, _mm512_set1_epi32(16));
+        Py_ssize_t bad = 0;
+        for (Py_ssize_t c = 0; c < count; c++)
+            _mm256_store_si256((__m256i *)(buf + c * 32), _mm256_maskz_loadu_epi8(kc, src + c * inner + s0));
+        memset(buf + count * 32, 0, 64);   /* the dword read at the last byte runs 3 bytes past it */
+        for (Py_ssize_t c = c_begin; c < c_end; c++) {
+            const char *ip = (const char *)idx + (c * inner + s0) * idx_size;
+            __mmask16 ok0, ok1;
+            if (c + 7 < c_end)   /* this task's index 6 rows ahead (32 indices: 2 or 4 lines, maybe 1 more) */
+                for (int line = 0; line < 4 * idx_size / 8 + 1; ++line)
+                    _mm_prefetch(ip + ahead + 64 * line, _MM_HINT_T0);
+            __m512i i0 = synet_idx16(ip, idx64, k0, vcount, &ok0);
+            __m512i i1 = synet_idx16(ip + 16 * idx_size, idx64, k1, vcount, &ok1);
+            bad += __builtin_popcount((unsigned)(k0 & ~ok0)) + __builtin_popcount((unsigned)(k1 & ~ok1));
+            /* the dword at byte c' * 32 + column holds the element in its low byte */
+            __m512i v0 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), ok0,
+                                                     _mm512_add_epi32(_mm512_slli_epi32(i0, 5), lane), buf, 1);
+            __m512i v1 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), ok1,
+                                                     _mm512_add_epi32(_mm512_slli_epi32(i1, 5), lane16), buf, 1);
+            _mm256_mask_storeu_epi8(dst + c * inner + s0, kc,
+                                    _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(v0)),
+                                                            _mm512_cvtepi32_epi8(v1), 1));
+        }
+        return bad;
+    }
     #else
     #define SYNET_GATHER_SIMD "portable"
     static Py_ssize_t synet_gather_simd(const void *src, Py_ssize_t src_bytes, const void *idx, int idx_size,
                                         Py_ssize_t idx_bytes, void *dst, int width, Py_ssize_t n,
                                         Py_ssize_t count, Py_ssize_t inner, Py_ssize_t step) { return -1; }
+    #define SYNET_GATHER_STRIPS 0
+    #define SYNET_STRIP_BYTES 32768
+    static Py_ssize_t synet_gather_strip_u8(const uint8_t *src, const void *idx, int idx_size, uint8_t *dst,
+                                            Py_ssize_t c_begin, Py_ssize_t c_end, Py_ssize_t count,
+                                            Py_ssize_t inner, Py_ssize_t s0) { return -1; }
     #endif
     """
     const char *SYNET_GATHER_SIMD
     Py_ssize_t synet_gather_simd(const void *src, Py_ssize_t src_bytes, const void *idx, int idx_size,
                                  Py_ssize_t idx_bytes, void *dst, int width, Py_ssize_t n, Py_ssize_t count,
                                  Py_ssize_t inner, Py_ssize_t step) noexcept nogil
+    int SYNET_GATHER_STRIPS
+    int SYNET_STRIP_BYTES
+    Py_ssize_t synet_gather_strip_u8(const uint8_t *src, const void *idx, int idx_size, uint8_t *dst,
+                                     Py_ssize_t c_begin, Py_ssize_t c_end, Py_ssize_t count, Py_ssize_t inner,
+                                     Py_ssize_t s0) noexcept nogil
 
 GATHER_SIMD = SYNET_GATHER_SIMD.decode()
 
@@ -181,18 +235,32 @@ cdef Py_ssize_t gather_kernel(
 ) noexcept nogil:
     """Gather all outer slices; outer slice b reads index slice b % idx_period.
 
-    Parallel over tiles of whole rows of dst, so each element is written by one thread and
-    the result does not depend on the thread count. Returns the out-of-range index count.
+    Parallel over tiles of whole rows of dst (1-byte elements with inner >= 32 and a small
+    enough slice: over strips of 32 columns x STRIP_TASK_ROWS+ rows, see synet_gather_strip_u8),
+    so each element is written by one thread and the result does not depend on the thread
+    count. Returns the out-of-range index count.
     """
     cdef Py_ssize_t row = idx_count * inner, slice_size = src_count * inner
     cdef Py_ssize_t rows_per_task = max(1, TILE // inner) if inner else 1
-    cdef Py_ssize_t tasks_per_outer = (idx_count + rows_per_task - 1) // rows_per_task
-    cdef Py_ssize_t tasks = outer * tasks_per_outer
-    cdef Py_ssize_t task, b, c_begin, bad = 0
-    for task in prange(tasks, schedule="static", num_threads=threads,
+    cdef Py_ssize_t nstrips = 1, t, task, b, c_begin, bad = 0
+    cdef bint strips = False
+    if elem_t is uint8_t:
+        strips = SYNET_GATHER_STRIPS and not offsets and inner >= 32 and src_count * 32 <= SYNET_STRIP_BYTES
+    if strips:
+        nstrips = (inner + 31) // 32
+        rows_per_task = max(<Py_ssize_t>STRIP_TASK_ROWS, src_count)  # the strip copy is paid per task
+    cdef Py_ssize_t tasks_per_outer = nstrips * ((idx_count + rows_per_task - 1) // rows_per_task)
+    for task in prange(outer * tasks_per_outer, schedule="static", num_threads=threads,
                        use_threads_if=outer * row >= PARALLEL_MIN):
         b = task // tasks_per_outer
-        c_begin = (task % tasks_per_outer) * rows_per_task
+        t = task % tasks_per_outer
+        c_begin = (t // nstrips) * rows_per_task
+        if elem_t is uint8_t:
+            if strips:
+                bad += synet_gather_strip_u8(src + b * slice_size, idx + (b % idx_period) * row, sizeof(index_t),
+                                             dst + b * row, c_begin, min(c_begin + rows_per_task, idx_count),
+                                             src_count, inner, (t % nstrips) * 32)
+                continue
         bad += _gather_tile(
             src + b * slice_size, (outer - b) * slice_size * <Py_ssize_t>sizeof(elem_t),
             idx + (b % idx_period) * row, dst + b * row,

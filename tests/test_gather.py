@@ -417,3 +417,28 @@ def test_hostile_context_raises_only_python_errors(init_args, src, idx, dst):
             call()
         except ALLOWED:
             pass
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("outer, src_count, inner, idx_count", [
+    (2, 1024, 256, 1024),   # G3's slices: the 1-byte strip path (32-column strips, 32 KiB copies)
+    (3, 7, 33, 700),        # a tail strip of 1 column; more rows than one task (512)
+    (1, 1, 95, 1),          # one source row, tails of 31 columns
+    (2, 1025, 64, 3),       # a slice too large for a strip copy: the row path
+    (5, 300, 31, 40),       # inner below one strip: the row path
+])
+def test_one_byte_strips_match_reference(index_dtype, outer, src_count, inner, idx_count):
+    """1-byte data with inner >= 32 gathers strip by strip: same values as NumPy for every geometry around its
+    limits, negative indices, 1 and 2 threads, and out-of-range indices still reported."""
+    rng = np.random.default_rng(outer * 1000 + inner)
+    data = rng.integers(0, 256, (outer, src_count, inner), dtype=np.uint8)
+    indices = rng.integers(-src_count, src_count, (outer, idx_count, inner)).astype(index_dtype)
+    expected = reference(data, indices, 1)
+    gather = synet.GatherElements("u8", index_dtype, False, 1, [outer], src_count, inner, idx_count)
+    for n_threads in (1, 2):
+        np.testing.assert_array_equal(gather.forward(data, indices, n_threads=n_threads), expected)
+        np.testing.assert_array_equal(synet.gather_elements(data.view(np.int8), indices, 1, n_threads=n_threads),
+                                      expected.view(np.int8))
+    indices[-1, idx_count // 2, inner - 1] = src_count
+    with pytest.raises(IndexError, match=f"= {src_count} is out of range for axis 1 with size {src_count}"):
+        synet.gather_elements(data, indices, 1)
