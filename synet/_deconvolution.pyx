@@ -199,16 +199,12 @@ cdef extern from * nogil:
     {
         __m512 r[16];
         for (int64_t c0 = 0; c0 < channels; c0 += 16) {
-            const int64_t nc = channels - c0 < 16 ? channels - c0 : 16;
-            const __mmask16 kc = (__mmask16)(nc == 16 ? 0xFFFFu : (1u << nc) - 1);
             for (int64_t x0 = 0; x0 < width; x0 += 16) {
                 const int64_t nx = width - x0 < 16 ? width - x0 : 16;
-                const __mmask16 kx = (__mmask16)(nx == 16 ? 0xFFFFu : (1u << nx) - 1);
-                for (int64_t i = 0; i < 16; ++i)
-                    r[i] = i < nc ? _mm512_maskz_loadu_ps(kx, s + (c0 + i) * plane + x0) : _mm512_setzero_ps();
-                synet_transpose16(r);
+                synet_load_transposed16(s + c0 * plane + x0, plane, channels - c0, synet_mask16(nx), r);
                 for (int64_t j = 0; j < nx; ++j)
-                    _mm256_mask_storeu_epi16(d + (x0 + j) * dstride + c0, kc, synet_act_bf16_vec(r[j]));
+                    _mm256_mask_storeu_epi16(d + (x0 + j) * dstride + c0, synet_mask16(channels - c0),
+                                             synet_act_bf16_vec(r[j]));
             }
         }
     }

@@ -87,6 +87,18 @@ cdef extern from * nogil:
         for (int i = 0; i < 16; ++i) r[i] = t[i];
     }
 
+    /* the first min(n, 16) lanes */
+    static inline __mmask16 synet_mask16(int64_t n) { return (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1); }
+
+    /* r[j] = column j of the block s[i * stride + j], i < rows, j in the mask kcols (zero elsewhere) */
+    static inline void synet_load_transposed16(const float *s, int64_t stride, int64_t rows, __mmask16 kcols,
+                                               __m512 r[16])
+    {
+        for (int64_t i = 0; i < 16; ++i)
+            r[i] = i < rows ? _mm512_maskz_loadu_ps(kcols, s + i * stride) : _mm512_setzero_ps();
+        synet_transpose16(r);
+    }
+
     /* bit i of k -> bit 2i: the lanes of every other element */
     static inline uint32_t synet_spread16(uint32_t k)
     {
@@ -145,17 +157,14 @@ cdef extern from * nogil:
         __m512 col[16];
         for (int64_t n0 = 0; n0 < N; n0 += 16) {
             const int64_t nn = N - n0 < 16 ? N - n0 : 16;
-            const __mmask16 kn = (__mmask16)(nn == 16 ? 0xFFFFu : (1u << nn) - 1);
             for (int64_t m = 0; m < M; m += 16) {
                 const int64_t mm = M - m < 16 ? M - m : 16;
-                const __mmask16 k = (__mmask16)(mm == 16 ? 0xFFFFu : (1u << mm) - 1);
+                const __mmask16 k = synet_mask16(mm);
                 if (nn == 1) {
                     col[0] = sstride == 1 ? _mm512_maskz_loadu_ps(k, src + m + n0)
                                           : _mm512_mask_i32gather_ps(zero, k, gidx, src + m * sstride + n0, 4);
                 } else {
-                    for (int64_t i = 0; i < 16; ++i)
-                        col[i] = i < mm ? _mm512_maskz_loadu_ps(kn, src + (m + i) * sstride + n0) : zero;
-                    synet_transpose16(col);
+                    synet_load_transposed16(src + m * sstride + n0, sstride, mm, synet_mask16(nn), col);
                 }
                 for (int64_t j = 0; j < nn; ++j) {
                     __m512 v = _mm512_add_ps(col[j], _mm512_set1_ps(bias ? bias[n0 + j] : 0.0f));
