@@ -464,10 +464,20 @@ cdef void _pad_row(const src_t* src, uint16_t* a, const DeconvolutionPlan* p, Py
                 d[x * p.cpt + ci] = s[x]
 
 
+cdef inline Py_ssize_t _pixel_step(const DeconvolutionPlan* p) noexcept nogil:
+    """dst elements between neighbouring output pixels of one channel."""
+    return p.dst_c if p.nhwc else 1
+
+
+cdef inline Py_ssize_t _channel_step(const DeconvolutionPlan* p) noexcept nogil:
+    """dst elements between neighbouring output channels of one pixel."""
+    return 1 if p.nhwc else p.dst_h * p.dst_w
+
+
 cdef void _gemm_task(const uint16_t* a, void* dst, const DeconvolutionPlan* p, Py_ssize_t task) noexcept nogil:
     """One task: an output phase row of one image and group, one block of <= 64 output channels."""
     cdef Py_ssize_t t = task, ob, r, g, n, ry, rx, j, i, i0, ni, M, nv, nvalid, mmax, phase, oc0, oy
-    cdef Py_ssize_t off, mstep, nstep
+    cdef Py_ssize_t off
     cdef float tile[MMAX * TILE_N]
     cdef const uint16_t* at
     cdef const uint16_t* bw
@@ -495,15 +505,9 @@ cdef void _gemm_task(const uint16_t* a, void* dst, const DeconvolutionPlan* p, P
             at = a + n * p.a_img + ((j + p.ply) * p.wp + (i0 + i + p.plx)) * p.cpt + g * p.cgp
             synet_dc_tile(at, p.toffs + p.ph_tap0[phase], p.ph_ntaps[phase], p.kpairs, p.cpt, bw,
                           tile, <int>M, <int>nv, p.soft)
-            if p.nhwc:
-                off = ((n * p.dst_h + oy) * p.dst_w + rx - p.pl + p.sx * (i0 + i)) * p.dst_c + oc0
-                mstep = p.sx * p.dst_c
-                nstep = 1
-            else:
-                off = ((n * p.dst_c + oc0) * p.dst_h + oy) * p.dst_w + rx - p.pl + p.sx * (i0 + i)
-                mstep = p.sx
-                nstep = p.dst_h * p.dst_w
-            _store(tile, TILE_N, M, nvalid, oc0, p, dst, off, mstep, nstep)
+            off = n * p.dst_img + oc0 * _channel_step(p) + \
+                (oy * p.dst_w + rx - p.pl + p.sx * (i0 + i)) * _pixel_step(p)
+            _store(tile, TILE_N, M, nvalid, oc0, p, dst, off, p.sx * _pixel_step(p), _channel_step(p))
             i = i + M
 
 
@@ -532,14 +536,9 @@ cdef void _amx_task(const uint16_t* a, void* dst, const DeconvolutionPlan* p, Py
     synet_dc_amx_unit(img + p.seg_aoff[s0], img + p.seg_aoff[s1] if s1 >= 0 else NULL,
                       p.toffs + p.ph_tap0[phase], p.ph_ntaps[phase], p.kpairs // 16, p.cpt * 2,
                       p.weights + p.wofs[(g * p.sy * p.sx + phase) * p.nblocks + ob], <int>nv, tile)
-    if p.nhwc:
-        mstep = p.sx * p.dst_c
-        nstep = 1
-        off = n * p.dst_img + oc0
-    else:
-        mstep = p.sx
-        nstep = p.dst_h * p.dst_w
-        off = n * p.dst_img + oc0 * nstep
+    mstep = p.sx * _pixel_step(p)
+    nstep = _channel_step(p)
+    off = n * p.dst_img + oc0 * nstep   # + the segment's first pixel, seg_doff
     _store(tile, 32, M, nvalid, oc0, p, dst, off + p.seg_doff[s0], mstep, nstep)
     if s1 >= 0:
         _store(tile + 16 * 32, 32, M, nvalid, oc0, p, dst, off + p.seg_doff[s1], mstep, nstep)
@@ -627,7 +626,7 @@ cdef void _border_task(const src_t* src, void* dst, const DeconvolutionPlan* p, 
     NaN or inf weight never meets the zero padding. FP32 sums in (ky, kx, ci) order; every output of a
     border row, else the border columns.
     """
-    cdef Py_ssize_t t = task, oy, g, n, k, count, ox, c0, cn, co, ci, ky, kx, ty, tx, iy, ix, off, nstep
+    cdef Py_ssize_t t = task, oy, g, n, k, count, ox, c0, cn, co, ci, ky, kx, ty, tx, iy, ix, off
     cdef Py_ssize_t src_pixel, src_chan
     cdef bint full_row
     cdef float a
@@ -666,13 +665,8 @@ cdef void _border_task(const src_t* src, void* dst, const DeconvolutionPlan* p, 
                         a = bf16_to_float32(_bf16_of(src[src_pixel + ci * src_chan]))
                         for co in range(cn):
                             acc[co] += a * w[ci * p.cg_out + co]
-            if p.nhwc:
-                off = ((n * p.dst_h + oy) * p.dst_w + ox) * p.dst_c + g * p.cg_out + c0
-                nstep = 1
-            else:
-                off = ((n * p.dst_c + g * p.cg_out + c0) * p.dst_h + oy) * p.dst_w + ox
-                nstep = p.dst_h * p.dst_w
-            _store(acc, 0, 1, cn, g * p.cg_out + c0, p, dst, off, 0, nstep)
+            off = n * p.dst_img + (g * p.cg_out + c0) * _channel_step(p) + (oy * p.dst_w + ox) * _pixel_step(p)
+            _store(acc, 0, 1, cn, g * p.cg_out + c0, p, dst, off, 0, _channel_step(p))
             c0 = c0 + cn
 
 
@@ -743,7 +737,8 @@ cdef SynetStatus deconvolution_run(const DeconvolutionPlan* plan, const void* sr
     if p.impl != SYNET_DECONV_GEMM and p.impl != SYNET_DECONV_DEPTHWISE or p.act < 0 or p.act >= ACT_COUNT:
         return SYNET_VALUE_ERROR
     if min(p.batch, p.src_c, p.src_h, p.src_w, p.dst_c, p.dst_h, p.dst_w, p.group, p.sy, p.sx) < 1 or \
-            min(p.cg_in, p.cg_out, p.hp, p.wp, p.nrows, p.ntasks) < 1 or p.buf_size < 0:
+            min(p.cg_in, p.cg_out, p.hp, p.wp, p.nrows, p.ntasks) < 1 or p.buf_size < 0 or \
+            p.dst_img != p.dst_h * p.dst_w * p.dst_c:
         return SYNET_VALUE_ERROR
     if p.ph_ntaps == NULL or p.ph_tap0 == NULL or p.toffs == NULL or p.row_ry == NULL or p.row_j == NULL or \
             p.col_i0 == NULL or p.col_n == NULL:
