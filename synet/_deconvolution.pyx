@@ -834,13 +834,8 @@ def _check_sizes(batch, conv):
                          f"kernel_y·kernel_x, dst_h + dst_w + dst_h·dst_w/16); expected at most {_MAX_PLAN}")
 
 
-def _bf16_bits(array):
-    """BF16 bits (nearest-even) of a float array."""
-    from ._kernels import float32_to_bfloat16
-    return float32_to_bfloat16(np.ascontiguousarray(array, np.float32)).view(np.uint16)
-
-
 def _round_f32(array):
+    """The float array rounded to BF16 (nearest-even), as float32 values."""
     from ._kernels import round_to_bfloat16
     return round_to_bfloat16(np.ascontiguousarray(array, np.float32))
 
@@ -1208,7 +1203,7 @@ cdef class Deconvolution16b:
                 packed = np.zeros(1, np.float32)
             wofs = np.zeros(1, np.int64)
         else:
-            bits = _bf16_bits(canon)   # [g, cg_in, ky, kx, cg_out]
+            bits = (rounded.view(np.uint32) >> 16).astype(np.uint16)   # [g, cg_in, ky, kx, cg_out], BF16 bits
             cgp = p.cgp
             nblocks = p.nblocks
             if cgp != cg_in:
