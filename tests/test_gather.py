@@ -230,6 +230,26 @@ def test_set_index_with_inner_and_no_repeat():
     assert gather.forward(src).shape == idx.shape
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, BF16, np.float32, np.float64])
+@pytest.mark.parametrize("src_count, idx_count", [(37, 37), (300, 45), (2048, 4000)])
+def test_set_index_offsets_every_width(dtype, src_count, idx_count):
+    """The validated-offsets path (two steps of 16 per iteration, next slice prefetched when it is small):
+    every element width, tails of 5 / 13 / 0 elements, small and large slices, 1 and 2 threads."""
+    rng = np.random.default_rng(src_count)
+    outer = (3, 5)
+    idx = np.ascontiguousarray(np.broadcast_to(rng.integers(-src_count, src_count, (1, 5, idx_count, 1)),
+                                               (*outer, idx_count, 1)))
+    src = random_data(rng, (*outer, src_count, 1), dtype)
+    expected = reference(src, idx, 2)
+    gather = synet.GatherElements(dtype, np.int64, True, 1, list(outer), src_count, 1, idx_count)
+    gather.set_index(idx)
+    for n_threads in (1, 2):
+        np.testing.assert_array_equal(gather.forward(src, n_threads=n_threads).view(np.uint8),
+                                      expected.view(np.uint8))
+        np.testing.assert_array_equal(gather.forward(src, idx, n_threads=n_threads).view(np.uint8),
+                                      expected.view(np.uint8))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, BF16, np.uint8])
 def test_bfloat16_raw_bits_and_threads(dtype):
     rng = np.random.default_rng(6)
@@ -422,7 +442,8 @@ def test_hostile_context_raises_only_python_errors(init_args, src, idx, dst):
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("outer, src_count, inner, idx_count", [
     (2, 1024, 256, 1024),   # G3's slices: the 1-byte strip path (32-column strips, 32 KiB copies)
-    (3, 7, 33, 700),        # a tail strip of 1 column; more rows than one task (512)
+    (3, 7, 33, 700),        # a tail strip of 1 column
+    (1, 7, 1000, 300),      # row blocks of 131 (int64) / 262 (int32) rows, the last one partial; 31 strips + 8
     (1, 1, 95, 1),          # one source row, tails of 31 columns
     (2, 1025, 64, 3),       # a slice too large for a strip copy: the row path
     (5, 300, 31, 40),       # inner below one strip: the row path
