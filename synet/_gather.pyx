@@ -67,31 +67,41 @@ cdef extern from *:
     }
     #define SYNET_INDEX_PREFETCH 4096   /* bytes: measured 5-10% faster on G1-G3 */
     /* One step: dst[j] = src element at norm(idx[j]) * inner + pos[j] for the lanes j of m;
-       returns how many of them were out of range (those read nothing and write 0). A `trusted`
-       idx holds validated int32 offsets: no checks, and the gather mask is known before the
-       index load (G4 with set_index 1.4x faster than through the checks). */
-    static inline int synet_gather16(const void *src, const void *idx, int idx64, int trusted, void *dst, int width,
+       returns how many of them were out of range (those write 0). `offsets`: idx holds int32
+       src offsets (set_index's), taken as they are (no negatives to normalise), still checked.
+       An out-of-range lane gathers element count - 1 and is zeroed afterwards, so the gather
+       mask is known before the index arrives (G4 with set_index 1.4x faster than masking the
+       gather with the range check). */
+    static inline int synet_gather16(const void *src, const void *idx, int idx64, int offsets, void *dst, int width,
                                      __mmask16 m, __m512i count, Py_ssize_t inner, __m512i vinner, __m512i pos,
                                      __m512i last, __m128i wshift) {
-        __mmask16 ok = m;
-        __m512i ic = trusted ? _mm512_maskz_loadu_epi32(m, idx) : synet_idx16(idx, idx64, m, count, &ok);
+        __mmask16 ok;
+        __m512i ic;
+        if (offsets) {
+            ic = _mm512_maskz_loadu_epi32(m, idx);
+            ok = m & _mm512_cmplt_epu32_mask(ic, count);
+        } else {
+            ic = synet_idx16(idx, idx64, m, count, &ok);
+        }
+        ic = _mm512_min_epu32(ic, _mm512_sub_epi32(count, _mm512_set1_epi32(1)));
         __m512i off = _mm512_add_epi32(inner == 1 ? ic : _mm512_mullo_epi32(ic, vinner), pos);
         if (width == 4) {
-            __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), ok, off, src, 4);
-            _mm512_mask_storeu_epi32(dst, m, v);
+            __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, off, src, 4);
+            _mm512_mask_storeu_epi32(dst, m, _mm512_maskz_mov_epi32(ok, v));
         } else if (width == 8) {
-            __m512i v0 = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), (__mmask8)ok,
+            __m512i v0 = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), (__mmask8)m,
                                                      _mm512_castsi512_si256(off), src, 8);
-            __m512i v1 = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), (__mmask8)(ok >> 8),
+            __m512i v1 = _mm512_mask_i32gather_epi64(_mm512_setzero_si512(), (__mmask8)(m >> 8),
                                                      _mm512_extracti64x4_epi64(off, 1), src, 8);
-            _mm512_mask_storeu_epi64(dst, (__mmask8)m, v0);
-            _mm512_mask_storeu_epi64((char *)dst + 64, (__mmask8)(m >> 8), v1);
+            _mm512_mask_storeu_epi64(dst, (__mmask8)m, _mm512_maskz_mov_epi64((__mmask8)ok, v0));
+            _mm512_mask_storeu_epi64((char *)dst + 64, (__mmask8)(m >> 8),
+                                     _mm512_maskz_mov_epi64((__mmask8)(ok >> 8), v1));
         } else {
             /* narrow elements: read the aligned-down dword that stays inside src, shift */
             __m512i byte = _mm512_sll_epi32(off, wshift);
             __m512i at = _mm512_min_epu32(byte, last);
-            __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), ok, at, src, 1);
-            v = _mm512_srlv_epi32(v, _mm512_slli_epi32(_mm512_sub_epi32(byte, at), 3));
+            __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, at, src, 1);
+            v = _mm512_maskz_mov_epi32(ok, _mm512_srlv_epi32(v, _mm512_slli_epi32(_mm512_sub_epi32(byte, at), 3)));
             if (width == 2)
                 _mm256_mask_storeu_epi16(dst, m, _mm512_cvtepi32_epi16(v));
             else
@@ -103,10 +113,10 @@ cdef extern from *:
        the next task's source, is prefetched in equal parts per iteration: random reads inside a small
        slice defeat the hardware prefetcher (G4 1.26x, G2 1.06x faster with it). */
     static Py_ssize_t synet_gather_simd(const void *src, Py_ssize_t src_bytes, const void *idx, int idx_size,
-                                        int trusted, Py_ssize_t idx_bytes, void *dst, int width, Py_ssize_t n,
+                                        int offsets, Py_ssize_t idx_bytes, void *dst, int width, Py_ssize_t n,
                                         Py_ssize_t count, Py_ssize_t inner, Py_ssize_t step,
                                         const char *ahead, Py_ssize_t ahead_bytes) {
-        if (count * inner * width > 0x7FFFFFFF || src_bytes < 4 || (trusted && idx_size != 4))
+        if (count * inner * width > 0x7FFFFFFF || src_bytes < 4 || (offsets && idx_size != 4))
             return -1;
         const int idx64 = idx_size == 8;
         const __m512i vcount = _mm512_set1_epi32((int)count), vinner = _mm512_set1_epi32((int)inner);
@@ -125,11 +135,11 @@ cdef extern from *:
                 if (k * idx_size + SYNET_INDEX_PREFETCH + line < idx_bytes)   /* inside the index only */
                     _mm_prefetch((const char *)idx + k * idx_size + SYNET_INDEX_PREFETCH + line, _MM_HINT_T0);
             const __mmask32 m = n - k >= 32 ? 0xFFFFFFFFu : (__mmask32)((1ull << (n - k)) - 1);
-            bad += synet_gather16(src, (const char *)idx + k * idx_size, idx64, trusted, (char *)dst + k * width,
+            bad += synet_gather16(src, (const char *)idx + k * idx_size, idx64, offsets, (char *)dst + k * width,
                                   width, (__mmask16)m, vcount, inner, vinner, pos, last, wshift);
             pos = _mm512_add_epi32(pos, advance);
             if (m >> 16)
-                bad += synet_gather16(src, (const char *)idx + (k + 16) * idx_size, idx64, trusted,
+                bad += synet_gather16(src, (const char *)idx + (k + 16) * idx_size, idx64, offsets,
                                       (char *)dst + (k + 16) * width, width, (__mmask16)(m >> 16), vcount, inner,
                                       vinner, pos, last, wshift);
             pos = _mm512_add_epi32(pos, advance);
@@ -182,7 +192,7 @@ cdef extern from *:
     #else
     #define SYNET_GATHER_SIMD "portable"
     static Py_ssize_t synet_gather_simd(const void *src, Py_ssize_t src_bytes, const void *idx, int idx_size,
-                                        int trusted, Py_ssize_t idx_bytes, void *dst, int width, Py_ssize_t n,
+                                        int offsets, Py_ssize_t idx_bytes, void *dst, int width, Py_ssize_t n,
                                         Py_ssize_t count, Py_ssize_t inner, Py_ssize_t step,
                                         const char *ahead, Py_ssize_t ahead_bytes) { return -1; }
     #define SYNET_GATHER_STRIPS 0
@@ -194,7 +204,7 @@ cdef extern from *:
     """
     const char *SYNET_GATHER_SIMD
     Py_ssize_t synet_gather_simd(const void *src, Py_ssize_t src_bytes, const void *idx, int idx_size,
-                                 bint trusted, Py_ssize_t idx_bytes, void *dst, int width, Py_ssize_t n,
+                                 bint offsets, Py_ssize_t idx_bytes, void *dst, int width, Py_ssize_t n,
                                  Py_ssize_t count, Py_ssize_t inner, Py_ssize_t step, const char *ahead,
                                  Py_ssize_t ahead_bytes) noexcept nogil
     int SYNET_GATHER_STRIPS
@@ -208,17 +218,17 @@ GATHER_SIMD = SYNET_GATHER_SIMD.decode()
 
 cdef inline Py_ssize_t _gather_run(
     const elem_t* src, Py_ssize_t src_bytes, const index_t* idx, Py_ssize_t idx_left, elem_t* dst,
-    Py_ssize_t n, Py_ssize_t count, Py_ssize_t inner, Py_ssize_t step, bint trusted, const void* ahead,
+    Py_ssize_t n, Py_ssize_t count, Py_ssize_t inner, Py_ssize_t step, bint offsets, const void* ahead,
     Py_ssize_t ahead_bytes,
 ) noexcept nogil:
     """``dst[k] = src[norm(idx[k]) * inner + k * step]`` for k < n; returns the out-of-range count.
 
     idx[n:idx_left] is more index of the same task and ahead[:ahead_bytes] the source of the
-    next one: the SIMD loop prefetches both. A `trusted` idx is already validated (set_index).
-    norm adds `count` to a negative index; an index still outside [0, count) is counted and
-    its element reads nothing (dst[k] = 0), so no memory outside src or dst is touched.
+    next one: the SIMD loop prefetches both. norm adds `count` to a negative index (not to
+    `offsets`, set_index's normalised offsets); an index still outside [0, count) is counted
+    and its element is 0, and no memory outside src or dst is touched.
     """
-    cdef Py_ssize_t k, ic, bad = synet_gather_simd(src, src_bytes, idx, sizeof(index_t), trusted,
+    cdef Py_ssize_t k, ic, bad = synet_gather_simd(src, src_bytes, idx, sizeof(index_t), offsets,
                                                    idx_left * <Py_ssize_t>sizeof(index_t), dst,
                                                    sizeof(elem_t), n, count, inner, step,
                                                    <const char*>ahead, ahead_bytes)
@@ -228,7 +238,7 @@ cdef inline Py_ssize_t _gather_run(
     bad = 0
     for k in range(n):
         ic = idx[k]
-        ic = ic + count if ic < 0 else ic
+        ic = ic + count if ic < 0 and not offsets else ic
         ok = <size_t>ic < <size_t>count
         bad += not ok
         dst[k] = src[ic * inner + k * step] if ok else 0

@@ -62,6 +62,28 @@ def test_gather_with_a_context_prepared_in_python(downstream):
         downstream.gather_prepared(synet.GatherElements(), src.ravel(), dst.ravel())
 
 
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_gather_with_bad_offsets_made_downstream(downstream, n_threads):
+    """Offsets a caller put in a plan are range-checked like indices (negatives included): an
+    out-of-range one gives SYNET_INDEX_ERROR and a 0 in its place, and nothing outside src is read."""
+    rng = np.random.default_rng(2)
+    outer, src_count, idx_count, period = 200, 300, 300, 4
+    src = rng.standard_normal((outer, src_count)).astype(np.float32)
+    offsets = rng.integers(0, src_count, (period, idx_count)).astype(np.int32)
+    dst = np.empty((outer, idx_count), np.float32)
+    expected = np.take_along_axis(src, np.tile(offsets, (outer // period, 1)), 1)
+    assert downstream.gather_offsets(src.ravel(), offsets.ravel(), dst.ravel(), outer, src_count, idx_count,
+                                     period, n_threads) == 0
+    np.testing.assert_array_equal(dst, expected)
+    bad = [(0, 5, src_count), (1, 31, -1), (2, 299, 2**31 - 1), (3, 0, -2**31)]
+    for slice_, column, value in bad:
+        offsets[slice_, column] = value
+        expected[slice_::period, column] = 0
+    assert downstream.gather_offsets(src.ravel(), offsets.ravel(), dst.ravel(), outer, src_count, idx_count,
+                                     period, n_threads) == 2  # SYNET_INDEX_ERROR
+    np.testing.assert_array_equal(dst, expected)
+
+
 def test_bf16_inline_helpers_give_the_same_bits(downstream):
     x = np.random.default_rng(2).standard_normal(10000).astype(np.float32) * 1e3
     raw = np.empty(x.size, np.uint16)

@@ -33,6 +33,19 @@ def gather_prepared(GatherElements context, const float[::1] src, float[::1] dst
     return status
 
 
+def gather_offsets(const float[::1] src, const int[::1] offsets, float[::1] dst, Py_ssize_t outer,
+                   Py_ssize_t src_count, Py_ssize_t idx_count, Py_ssize_t period, int n_threads=1):
+    """A gather (inner 1) with analysed offsets made here, valid or not; returns the status."""
+    cdef GatherPlan plan
+    cdef SynetStatus status
+    plan.outer, plan.src_count, plan.inner, plan.idx_count = outer, src_count, 1, idx_count
+    plan.elem_size, plan.index_size = 4, 8
+    plan.offsets, plan.offsets_size, plan.period = &offsets[0], 4, period
+    with nogil:
+        status = gather_elements_run(&plan, &src[0], NULL, &dst[0], n_threads)
+    return status
+
+
 def to_bfloat16(const float[::1] x, uint16_t[::1] out):
     cdef Py_ssize_t i
     with nogil:
