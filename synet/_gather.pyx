@@ -46,7 +46,7 @@ cdef extern from *:
     /* AVX-512 gather of 32 elements per iteration, for the common case of 1-, 2-, 4- or 8-byte
        elements whose offsets fit in int32. Returns the out-of-range index count, or -1 when
        the case is not covered (the caller then runs its portable loop). Lanes whose index is
-       out of range are masked off: they read nothing and write dst[k] = 0. Plain stores: on
+       out of range read an element inside src and write dst[k] = 0. Plain stores: on
        this kernel's outputs non-temporal stores measured slower (dst lines are reused soon). */
     #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
     #include <immintrin.h>
