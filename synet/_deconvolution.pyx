@@ -422,6 +422,11 @@ cdef inline uint16_t _bf16_of(src_t value) noexcept nogil:
         return value
 
 
+cdef inline float _bf16_value(src_t value) noexcept nogil:
+    """The source value as the kernels multiply it: rounded to BF16, as float."""
+    return bf16_to_float32(_bf16_of(value))
+
+
 cdef void _pad_row(const src_t* src, uint16_t* a, const DeconvolutionPlan* p, Py_ssize_t r) noexcept nogil:
     """Row r of a[n, yp, xp, g, c] = bf16(src[n, g·cg_in + c, yp − ply, xp − plx]), zero outside (and in pad channels)."""
     cdef Py_ssize_t n, y, x, c, g, ci
@@ -566,12 +571,12 @@ cdef void _pad_row_f32(const src_t* src, float* a, const DeconvolutionPlan* p, P
         d = d + p.plx * p.src_c
         s = src + (n * p.src_h + y) * p.src_w * p.src_c
         for x in range(p.src_w * p.src_c):
-            d[x] = bf16_to_float32(_bf16_of(s[x]))
+            d[x] = _bf16_value(s[x])
     else:
         d = d + p.plx
         s = src + ((r // p.hp) * p.src_h + y) * p.src_w
         for x in range(p.src_w):
-            d[x] = bf16_to_float32(_bf16_of(s[x]))
+            d[x] = _bf16_value(s[x])
 
 
 cdef void _depthwise_task(const float* a, void* dst, const DeconvolutionPlan* p, Py_ssize_t task) noexcept nogil:
@@ -662,7 +667,7 @@ cdef void _border_task(const src_t* src, void* dst, const DeconvolutionPlan* p, 
                         src_pixel = ((n * p.src_c + g * p.cg_in) * p.src_h + iy) * p.src_w + ix
                     w = p.wexact + ((g * p.kernel_y + ky) * p.kernel_x + kx) * p.cg_in * p.cg_out + c0
                     for ci in range(p.cg_in):
-                        a = bf16_to_float32(_bf16_of(src[src_pixel + ci * src_chan]))
+                        a = _bf16_value(src[src_pixel + ci * src_chan])
                         for co in range(cn):
                             acc[co] += a * w[ci * p.cg_out + co]
             off = n * p.dst_img + (g * p.cg_out + c0) * _channel_step(p) + (oy * p.dst_w + ox) * _pixel_step(p)

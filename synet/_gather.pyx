@@ -150,13 +150,16 @@ cdef extern from *:
        gather from a copy of that strip of src ([count][32] bytes, <= SYNET_STRIP_BYTES), which
        stays in L1, instead of from random rows of the whole slice in L2; the index of the rows
        ahead is prefetched. G3 (u8, 1024 x 256) in a C loop: 1.90 -> 1.31 ms. */
-    #define SYNET_GATHER_STRIPS 1
     #define SYNET_STRIP_BYTES 32768
+    /* whether a slice of `count` rows of `inner` 1-byte elements gathers strip by strip */
+    static inline int synet_strips_apply(Py_ssize_t count, Py_ssize_t inner) {
+        return inner >= 32 && count * 32 <= SYNET_STRIP_BYTES;
+    }
     static Py_ssize_t synet_gather_strip_u8(const uint8_t *src, const void *idx, int idx_size, uint8_t *dst,
                                             Py_ssize_t c_begin, Py_ssize_t c_end, Py_ssize_t count,
                                             Py_ssize_t inner, Py_ssize_t s0) {
         uint8_t buf[SYNET_STRIP_BYTES + 64] __attribute__((aligned(64)));
-        if (count * 32 > SYNET_STRIP_BYTES || s0 >= inner)
+        if (!synet_strips_apply(count, inner) || s0 >= inner)
             return -1;
         const int idx64 = idx_size == 8;
         const Py_ssize_t cols = inner - s0 < 32 ? inner - s0 : 32, ahead = 6 * inner * idx_size;
@@ -195,8 +198,7 @@ cdef extern from *:
                                         int offsets, Py_ssize_t idx_bytes, void *dst, int width, Py_ssize_t n,
                                         Py_ssize_t count, Py_ssize_t inner, Py_ssize_t step,
                                         const char *ahead, Py_ssize_t ahead_bytes) { return -1; }
-    #define SYNET_GATHER_STRIPS 0
-    #define SYNET_STRIP_BYTES 32768
+    static inline int synet_strips_apply(Py_ssize_t count, Py_ssize_t inner) { return 0; }
     static Py_ssize_t synet_gather_strip_u8(const uint8_t *src, const void *idx, int idx_size, uint8_t *dst,
                                             Py_ssize_t c_begin, Py_ssize_t c_end, Py_ssize_t count,
                                             Py_ssize_t inner, Py_ssize_t s0) { return -1; }
@@ -207,8 +209,7 @@ cdef extern from *:
                                  bint offsets, Py_ssize_t idx_bytes, void *dst, int width, Py_ssize_t n,
                                  Py_ssize_t count, Py_ssize_t inner, Py_ssize_t step, const char *ahead,
                                  Py_ssize_t ahead_bytes) noexcept nogil
-    int SYNET_GATHER_STRIPS
-    int SYNET_STRIP_BYTES
+    bint synet_strips_apply(Py_ssize_t count, Py_ssize_t inner) noexcept nogil
     Py_ssize_t synet_gather_strip_u8(const uint8_t *src, const void *idx, int idx_size, uint8_t *dst,
                                      Py_ssize_t c_begin, Py_ssize_t c_end, Py_ssize_t count, Py_ssize_t inner,
                                      Py_ssize_t s0) noexcept nogil
@@ -286,15 +287,15 @@ cdef Py_ssize_t gather_kernel(
     cdef Py_ssize_t nstrips = 1, t, task, b, c_begin, bad = 0
     cdef bint strips = False
     if elem_t is uint8_t:
-        strips = SYNET_GATHER_STRIPS and not offsets and inner >= 32 and src_count * 32 <= SYNET_STRIP_BYTES
+        strips = not offsets and synet_strips_apply(src_count, inner)
     if strips:
         nstrips = (inner + 31) // 32
         # a row block's index (read strip by strip) stays in L2 between its strips: G3 1.13x faster
         # with 512 rows (1 MB) than with 1024; >= src_count / 2 rows keep the strip copies <= 2 B per element
         rows_per_task = max(src_count // 2, STRIP_INDEX_BYTES // (inner * <Py_ssize_t>sizeof(index_t)), 1)
     cdef Py_ssize_t tasks_per_outer = nstrips * ((idx_count + rows_per_task - 1) // rows_per_task)
-    cdef bint prefetch_next = (not strips and tasks_per_outer == 1 and (offsets or inner == 1)
-                               and slice_bytes <= AHEAD_MAX)
+    # a task that gathers a whole slice (in one run: _gather_tile) prefetches the next slice's source
+    cdef bint prefetch_next = not strips and tasks_per_outer == 1 and slice_bytes <= AHEAD_MAX
     # small slices: several whole slices per task (G2: 4096 tasks of 256 elements -> 256 of 4096,
     # 1.06x faster)
     cdef Py_ssize_t slices_per_task = max(1, TILE // row) if tasks_per_outer == 1 and row else 1

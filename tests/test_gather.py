@@ -233,7 +233,7 @@ def test_set_index_with_inner_and_no_repeat():
 @pytest.mark.parametrize("dtype", [np.uint8, BF16, np.float32, np.float64])
 @pytest.mark.parametrize("src_count, idx_count", [(37, 37), (300, 45), (2048, 4000)])
 def test_set_index_offsets_every_width(dtype, src_count, idx_count):
-    """The validated-offsets path (two steps of 16 per iteration, next slice prefetched when it is small):
+    """The set_index offsets path (two steps of 16 per iteration, next slice prefetched when it is small):
     every element width, tails of 5 / 13 / 0 elements, small and large slices, 1 and 2 threads."""
     rng = np.random.default_rng(src_count)
     outer = (3, 5)
