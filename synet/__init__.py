@@ -1,6 +1,8 @@
 """synet: fast, exact inference kernels of Simd's Synet family for NumPy (Cython + OpenMP).
 
-GatherElements, QuantizedAdd, BF16 conversions, thread control; see README.rst for the full guide.
+GatherElements, QuantizedAdd, Deconvolution16b (transposed convolution), BF16 conversions and
+thread control; one build picks the best kernels for the CPU it runs on. See the documentation
+in docs/ (and README.rst) for the guide.
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ import os
 import platform
 import sys
 
+from ._version import __version__
+from ._arrays import InternalError
 from ._kernels import (
     OPENMP as _OPENMP,
-    SIMD_LEVEL as _SIMD_LEVEL,
     bfloat16_to_float32,
+    dispatch as _dispatch,
     float32_to_bfloat16,
     get_num_threads,
-    release_cached_buffers,
     round_to_bfloat16,
     set_num_threads,
 )
@@ -24,8 +27,7 @@ from ._deconvolution import Deconvolution16b, conv_transpose2d
 from ._gather import GatherElements, gather_elements
 from ._quantized_add import QuantizedAdd, quantized_add
 from ._types import Activation, Compatibility, DataType, TensorFormat
-
-__version__ = "0.1.0"
+from ._cache import clear as clear_plan_cache, info as plan_cache_info
 
 __all__ = [
     "Activation",
@@ -34,18 +36,20 @@ __all__ = [
     "DataType",
     "Deconvolution16b",
     "GatherElements",
+    "InternalError",
     "QuantizedAdd",
     "TensorFormat",
     "__version__",
     "bfloat16_to_float32",
+    "clear_plan_cache",
     "config",
     "conv_transpose2d",
     "float32_to_bfloat16",
     "gather_elements",
     "get_include",
     "get_num_threads",
+    "plan_cache_info",
     "quantized_add",
-    "release_cached_buffers",
     "round_to_bfloat16",
     "set_num_threads",
     "show_config",
@@ -53,14 +57,18 @@ __all__ = [
 
 
 def get_include() -> str:
-    """The folder holding synet's public .pxd files: add it to a downstream extension's include path."""
+    """The folder holding synet's public .pxd files and the C headers they include: add it to a
+    downstream extension's include path."""
     return os.path.dirname(os.path.abspath(__file__))
 
 
 def config() -> dict:
-    """What this build is: version, compiler, flags, OpenMP, SIMD level and the thread count."""
-    from . import _config
+    """What this build is and runs: version, compiler, flags, OpenMP, CPU levels, threads, plan caches."""
+    from . import _config, _deconvolution, _gather, _quantized_add, _kernels
 
+    dispatch = _dispatch()
+    dispatch["ops"] = {"bf16": _kernels.BF16_LEVEL, "gather": _gather.LEVEL, "quantized_add": _quantized_add.LEVEL,
+                       "deconvolution": _deconvolution.LEVEL}
     return {
         "version": __version__,
         "python": sys.version.split()[0],
@@ -70,12 +78,18 @@ def config() -> dict:
         "cpu_baseline": _config.CPU_BASELINE,
         "debug": _config.DEBUG,
         "openmp": _OPENMP,
-        "simd": _SIMD_LEVEL,
+        "dispatch": dispatch,
         "threads": get_num_threads(),
+        "plan_cache": plan_cache_info(),
     }
 
 
 def show_config() -> None:
     """Print `config()` one item a line."""
     for key, value in config().items():
-        print(f"{key:>13}: {value}")
+        if isinstance(value, dict):
+            print(f"{key:>13}:")
+            for k, v in value.items():
+                print(f"{'':>15}{k}: {v}")
+        else:
+            print(f"{key:>13}: {value}")

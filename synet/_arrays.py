@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._types import BFLOAT16
-
 UINT16 = np.dtype(np.uint16)
+
+
+class InternalError(RuntimeError):
+    """A kernel reported a status its caller's checks should have made impossible: a bug in synet."""
+
+
+def internal_error(where: str, status: int) -> InternalError:
+    return InternalError(f"{where}: internal error, kernel status {status} after the checks passed "
+                         f"(a bug in synet: please report it)")
+
 
 def require_array(value: object, name: str) -> np.ndarray:
     """`value` itself if it is an ndarray, else TypeError naming the parameter."""
@@ -37,14 +45,6 @@ def check_buffer(
     if writeable and not array.flags.writeable:
         raise ValueError(f"{name}: expected a writeable array, got a read-only one")
     return array
-
-def bf16_dtypes() -> tuple[np.dtype, np.dtype]:
-    """The dtypes that hold bfloat16 values: ml_dtypes.bfloat16, or uint16 raw bits."""
-    return (BFLOAT16, UINT16)
-
-def flat_view(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """A 1-D view of a C-contiguous array reinterpreted as `dtype` of the same itemsize."""
-    return array.reshape(-1).view(dtype)
 
 def check_n_threads(n_threads: object) -> None:
     if n_threads is not None and (isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer))):

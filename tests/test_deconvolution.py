@@ -12,7 +12,9 @@ from hypothesis import given, strategies as st
 
 import synet
 from synet import Activation, Compatibility, ConvParams, DataType, Deconvolution16b, conv_transpose2d
-from synet._deconvolution import HARDWARE_AMX, HARDWARE_BF16
+from synet._deconvolution import HARDWARE_BF16, amx_available
+
+HARDWARE_AMX = amx_available()
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -270,7 +272,7 @@ def test_kernel1_stride1_bf16_direct():
     d, _, _ = run_case("NHWC", 1, 32, 40, 1, (7, 5), (1, 1), (1, 1), (1, 1), 0, True, True,
                        Activation.RELU, True, 11)
     if HARDWARE_AMX:
-        assert d.info().endswith("direct") and d.external_buffer_size() == 0
+        assert "direct" in d.info() and d.external_buffer_size() == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,7 +298,7 @@ def test_depthwise_thread_count_agnostic():
     d = Deconvolution16b(1, conv)
     d.set_params(rng.standard_normal(16 * 16).astype(np.float32))
     x = rng.standard_normal((1, 16, 40, 40)).astype(np.float32)
-    assert d.info() == "Cython::Depthwise fp32"
+    assert d.info().startswith("Depthwise fp32")
     assert np.array_equal(d.forward(x, n_threads=1), d.forward(x, n_threads=2))
 
 
@@ -380,7 +382,7 @@ def test_soft_kernel_matches_hardware_order():
         d = Deconvolution16b(1, conv, compat)
         d.set_params(w)
         out.append(d.forward(x))
-    assert "portable" in Deconvolution16b(1, conv, Compatibility.BF16_SOFT).info()
+    assert "PhaseGemm fp32" in Deconvolution16b(1, conv, Compatibility.BF16_SOFT).info()
     assert np.array_equal(out[0], out[1])
 
 

@@ -61,6 +61,6 @@ def test_default_honours_omp_num_threads(tmp_path):
 def test_show_config_prints_the_build(capsys):
     synet.show_config()
     text = capsys.readouterr().out
-    for key in ("version", "compiler", "cflags", "openmp", "simd", "threads"):
+    for key in ("version", "compiler", "cflags", "openmp", "dispatch", "threads"):
         assert key in text
     assert synet.config()["version"] == synet.__version__

@@ -229,7 +229,7 @@ def test_right_results_random_geometry(n, cg_in, cg_out, groups, h, w, ky, kx, s
     buf = np.empty(context.external_buffer_size(), np.uint8)
     soft = attempt(context.forward, x, buf, n_threads=n_threads)
     assert not isinstance(soft, ALLOWED), soft
-    if cg_in < 16 or not synet._deconvolution.HARDWARE_AMX:
+    if cg_in < 16 or not synet._deconvolution.amx_available():
         assert np.array_equal(soft.view(np.uint8), result.view(np.uint8)), context.info()
     check_close(soft, expected, mag, activation)
 

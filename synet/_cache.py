@@ -1,0 +1,85 @@
+"""The plan cache of the functional forms: bounded, thread-safe, keyed by everything that defines a plan.
+
+A functional call (``conv_transpose2d``, ``quantized_add``, ``gather_elements``) builds its plan
+(geometry, tables, kernel choice) once per distinct key and reuses it afterwards; arrays are never
+keys by identity (they are mutable): weights are packed per call, and array-valued parameters are
+keyed by their bytes.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+
+import numpy as np
+
+CAPACITY = 128  # plans per op; the least recently used one goes first
+
+
+class PlanCache:
+    def __init__(self, name: str, capacity: int = CAPACITY):
+        self.name = name
+        self.capacity = capacity
+        self._items: collections.OrderedDict = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key):
+        """The plan cached under `key`, or None."""
+        with self._lock:
+            plan = self._items.get(key)
+            if plan is None:
+                self.misses += 1
+            else:
+                self._items.move_to_end(key)
+                self.hits += 1
+            return plan
+
+    def put(self, key, plan) -> None:
+        with self._lock:
+            self._items[key] = plan
+            self._items.move_to_end(key)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+    def info(self) -> dict:
+        with self._lock:
+            return {"plans": len(self._items), "capacity": self.capacity, "hits": self.hits, "misses": self.misses}
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.hits = self.misses = 0
+
+
+CACHES: dict[str, PlanCache] = {}
+
+
+def cache(name: str) -> PlanCache:
+    """The plan cache of one functional form (made on first use)."""
+    if name not in CACHES:
+        CACHES[name] = PlanCache(name)
+    return CACHES[name]
+
+
+def info() -> dict:
+    """{op: {plans, capacity, hits, misses}} of every functional form's cache."""
+    return {name: c.info() for name, c in sorted(CACHES.items())}
+
+
+def clear() -> None:
+    """Empty every plan cache."""
+    for c in CACHES.values():
+        c.clear()
+
+
+def key_of(value: object) -> object:
+    """A hashable key of a parameter value that tells apart what validation tells apart: scalars with
+    their type (True, 1 and 1.0 differ), arrays and sequences by their contents. TypeError for a
+    value it cannot key (the call then plans without the cache)."""
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(key_of(v) for v in value))
+    hash(value)
+    return (type(value), value)

@@ -1,0 +1,60 @@
+# cython: language_level=3
+"""Private: argument checks and allocation of the per-call fast paths, on the NumPy C API.
+
+Each check answers yes or no without raising; on a no, the caller runs the Python-level check of
+synet/_arrays.py, which raises the error with its message. So the fast path costs a few pointer
+compares, and the messages live in one place.
+"""
+
+cimport numpy as cnp
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_INCREF
+
+cdef extern from "numpy/arrayobject.h":
+    PyTypeObject PyArray_Type
+    object PyArray_NewFromDescr(PyTypeObject* subtype, cnp.PyArray_Descr* descr, int nd, cnp.npy_intp* dims,
+                                cnp.npy_intp* strides, void* data, int flags, PyObject* obj)
+
+
+cdef inline bint is_operand(object x, object dtype, object alt, Py_ssize_t size) noexcept:
+    """x is an ndarray, C-contiguous, of dtype `dtype` or `alt` (the same descr objects), `size` elements."""
+    if not cnp.PyArray_Check(x):
+        return False
+    cdef cnp.ndarray a = <cnp.ndarray>x
+    cdef object descr = <object>cnp.PyArray_DESCR(a)
+    return (descr is dtype or descr is alt) and cnp.PyArray_IS_C_CONTIGUOUS(a) and cnp.PyArray_SIZE(a) == size
+
+
+cdef inline bint is_output(object x, object dtype, object alt, Py_ssize_t size) noexcept:
+    """is_operand, and writeable."""
+    return is_operand(x, dtype, alt, size) and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>x)
+
+
+cdef inline bint overlaps(object x, object y) noexcept:
+    """Whether two C-contiguous arrays share a byte (None never does)."""
+    if x is None or y is None:
+        return False
+    cdef char* a = <char*>cnp.PyArray_DATA(<cnp.ndarray>x)
+    cdef char* b = <char*>cnp.PyArray_DATA(<cnp.ndarray>y)
+    cdef Py_ssize_t na = cnp.PyArray_NBYTES(<cnp.ndarray>x), nb = cnp.PyArray_NBYTES(<cnp.ndarray>y)
+    return na > 0 and nb > 0 and a < b + nb and b < a + na
+
+
+cdef inline cnp.ndarray new_array(object dtype, int ndim, cnp.npy_intp* dims):
+    """np.empty(dims, dtype) on the C API (any dtype, bfloat16 included)."""
+    Py_INCREF(dtype)  # PyArray_NewFromDescr steals a reference
+    return <cnp.ndarray>PyArray_NewFromDescr(&PyArray_Type, <cnp.PyArray_Descr*>dtype, ndim, dims, NULL, NULL, 0,
+                                             NULL)
+
+
+cdef inline cnp.ndarray new_like(object dtype, tuple shape):
+    """np.empty(shape, dtype) (NumPy allows at most 64 dimensions)."""
+    cdef cnp.npy_intp dims[64]
+    cdef int i, ndim = len(shape)
+    for i in range(ndim):
+        dims[i] = shape[i]
+    return new_array(dtype, ndim, dims)
+
+
+cdef inline void* data_of(object x) noexcept:
+    return cnp.PyArray_DATA(<cnp.ndarray>x)

@@ -1,0 +1,166 @@
+"""GatherElements planning: argument checks, geometry and the analysis of a constant index (pure Python)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ._types import DataType, as_data_type, dtype_of, dtype_or_none
+
+WIDTH_DTYPES = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+INDEX_DTYPES = {DataType.INT32: np.dtype(np.int32), DataType.INT64: np.dtype(np.int64)}
+INT32_MAX = 2**31 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class GatherGeometry:
+    """src [prod(outer), src_count, inner]; idx and dst [prod(outer), idx_count, inner]."""
+
+    dtype: np.dtype          # of src and dst elements
+    index_dtype: np.dtype    # int32 or int64
+    index_const: bool
+    index_users: int
+    outer: tuple[int, ...]
+    src_count: int
+    inner: int
+    idx_count: int
+
+    @property
+    def outer_size(self) -> int:
+        return math.prod(self.outer)
+
+    @property
+    def src_size(self) -> int:
+        return self.outer_size * self.src_count * self.inner
+
+    @property
+    def idx_size(self) -> int:
+        return self.outer_size * self.idx_count * self.inner
+
+
+def copyable(dtype: np.dtype) -> bool:
+    """Whether elements of `dtype` may be gathered as raw 1-, 2-, 4- or 8-byte words."""
+    return (dtype.itemsize in WIDTH_DTYPES and not dtype.hasobject and dtype.names is None
+            and dtype.subdtype is None and dtype.type is not np.void)
+
+
+def data_dtype(value: object, param: str = "data_type") -> np.dtype:
+    """The NumPy dtype of gathered elements: a DataType / name, or any 1-, 2-, 4-, 8-byte dtype."""
+    try:
+        return dtype_of(as_data_type(value, param))
+    except ValueError:
+        dtype = dtype_or_none(value)
+        if dtype is not None and copyable(dtype):
+            return dtype
+        raise
+
+
+def count(value: object, name: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name}: expected an int >= {minimum}, got {value}")
+    return int(value)
+
+
+def checked_size(what: str, *factors: int, itemsize: int = 1) -> int:
+    size = math.prod(factors)
+    if size * itemsize >= 2**63:
+        raise ValueError(f"{what}: {' x '.join(map(str, factors))} elements overflow 64-bit sizes")
+    return size
+
+
+def geometry(data_type, index_type, index_const, index_users, outer, src_count, inner, idx_count) -> GatherGeometry:
+    """Checks init's arguments (TypeError / ValueError naming the parameter) and returns the geometry."""
+    dtype = data_dtype(data_type)
+    index_type = as_data_type(index_type, "index_type")
+    if index_type not in INDEX_DTYPES:
+        raise ValueError(f"index_type: expected INT32 or INT64, got {index_type.name}")
+    if not isinstance(index_const, (bool, np.bool_, int)):
+        raise TypeError(f"index_const: expected a bool, got {type(index_const).__name__}")
+    users = count(index_users, "index_users", 1)
+    if isinstance(outer, (int, np.integer)) and not isinstance(outer, bool):
+        outer = (outer,)
+    try:
+        outer = tuple(count(d, "outer") for d in outer)
+    except TypeError:
+        raise TypeError(f"outer: expected a sequence of ints, got {outer!r}") from None
+    counts = (count(src_count, "src_count"), count(inner, "inner"), count(idx_count, "idx_count"))
+    outer_size = checked_size("outer", *outer)
+    checked_size("src", outer_size, counts[0], counts[1], itemsize=dtype.itemsize)
+    checked_size("idx", outer_size, counts[2], counts[1], itemsize=8)
+    return GatherGeometry(dtype, INDEX_DTYPES[index_type], bool(index_const), users, outer, *counts)
+
+
+def first_bad(idx: np.ndarray, src_count: int) -> tuple[int, int]:
+    """Flat position and value of the first index outside [-src_count, src_count)."""
+    flat = idx.reshape(-1)
+    bad = (flat < -src_count) | (flat >= src_count)
+    position = int(np.argmax(bad))
+    return position, int(flat[position])
+
+
+def index_error(idx: np.ndarray, src_count: int) -> IndexError:
+    position, value = first_bad(idx, src_count)
+    return IndexError(f"idx: index {value} at flat position {position} is out of range [-{src_count}, {src_count})")
+
+
+def analyse_index(geo: GatherGeometry, idx: np.ndarray) -> tuple[np.ndarray, int]:
+    """(offsets, period) of a constant index: negatives normalised, src offsets c * inner + i precomputed
+    (int32 when they fit), only the trailing outer slices over which the index differs kept.
+
+    Raises IndexError for the first index outside [-src_count, src_count).
+    """
+    flat = idx.reshape(-1).astype(np.int64)
+    if flat.size and ((flat < -geo.src_count) | (flat >= geo.src_count)).any():
+        raise index_error(flat, geo.src_count)
+    flat = np.where(flat < 0, flat + geo.src_count, flat)
+    row = geo.idx_count * geo.inner
+    period = geo.outer_size
+    for split in range(len(geo.outer), 0, -1):  # the most repeated first
+        # outer slices b and b + period hold the same index when the first `split` dims repeat
+        repeat = math.prod(geo.outer[:split])
+        if repeat > 0 and row > 0:
+            slices = flat.reshape(repeat, -1)
+            if (slices == slices[:1]).all():
+                period = geo.outer_size // repeat
+                break
+    flat = flat[: max(period, 1) * row].reshape(-1, geo.inner if geo.inner else 1)
+    offsets = flat * geo.inner + np.arange(geo.inner, dtype=np.int64)
+    fits32 = geo.src_count * geo.inner <= INT32_MAX
+    return np.ascontiguousarray(offsets.reshape(-1), np.int32 if fits32 else np.int64), max(period, 1)
+
+
+def as_indices(indices: object) -> np.ndarray:
+    """indices as an int32/int64 array; other integer dtypes widen to int64 (checked)."""
+    indices = np.asarray(indices)
+    if indices.dtype == np.int32 or indices.dtype == np.int64:
+        return indices
+    if indices.dtype == np.uint64:  # values past int64's range stay out of range
+        return np.minimum(indices, np.uint64(np.iinfo(np.int64).max)).astype(np.int64)
+    if indices.dtype.kind in "iu":
+        return indices.astype(np.int64)
+    raise ValueError(f"indices: expected an integer dtype, got {indices.dtype}")
+
+
+def functional_geometry(data: np.ndarray, indices: np.ndarray, axis: object) -> tuple[int, tuple]:
+    """The normalised axis of gather_elements and the block of data it reads; ValueError / TypeError otherwise."""
+    if not copyable(data.dtype):
+        raise ValueError(f"data: expected a 1-, 2-, 4- or 8-byte dtype, got {data.dtype}")
+    if data.ndim == 0:
+        raise ValueError("data: expected an array of rank >= 1, got a scalar")
+    if indices.ndim != data.ndim:
+        raise ValueError(f"indices: expected rank {data.ndim} (data's), got rank {indices.ndim}")
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"axis: expected an int, got {type(axis).__name__}")
+    if not -data.ndim <= axis < data.ndim:
+        raise ValueError(f"axis: expected an int in [-{data.ndim}, {data.ndim}), got {axis}")
+    axis = int(axis) % data.ndim
+    for dim, (n_idx, n_data) in enumerate(zip(indices.shape, data.shape)):
+        if dim != axis and n_idx > n_data:
+            raise ValueError(f"indices: size {n_idx} of dimension {dim} exceeds data's {n_data} "
+                             f"(only axis {axis} may differ)")
+    block = tuple(slice(0, n) if dim != axis else slice(None) for dim, n in enumerate(indices.shape))
+    return axis, block

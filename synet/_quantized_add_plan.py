@@ -1,0 +1,309 @@
+"""QuantizedAdd planning: argument checks, the broadcast walk, the constants and the kernel choice (pure Python).
+
+The kernels (synet/src/quantized_add.c) compute, per output element o of quantisation channel c:
+
+    x' = (x - zero[c]) * scale[c]      (UINT8 / INT8 operand; FLOAT32 is used as is)
+    value = Activate(a' + b')
+    dst = clamp(round_half_even(value / dst_scale[c]) + dst_zero[c], lo, hi)   (UINT8 / INT8 output)
+
+One channel when every scale and zero point is per tensor; with per-axis ones, the channels run
+along one output axis.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+
+import numpy as np
+
+from ._activations import activation_params
+from ._types import Activation, DataType, as_activation, as_data_type
+
+IO_DTYPES = {DataType.FLOAT32: np.dtype(np.float32), DataType.UINT8: np.dtype(np.uint8),
+             DataType.INT8: np.dtype(np.int8)}
+ZERO_RANGES = {DataType.UINT8: (0, 255), DataType.INT8: (-128, 127)}
+MAX_SIZE = 2**62
+LUT_MIN = 1 << 17        # output elements from which 1-byte operands and output use a lookup table
+STREAM_MIN = 1 << 22     # 1-byte output elements from which the folded kernel streams its stores
+# Largest worst-case error (in output steps) of the float32 paths: they are then exact wherever the
+# exact value lies more than 1e-3 from a rounding tie.
+FOLDED_MAX_ERROR = 2.5e-4
+GENERIC, FOLDED, LOOKUP = 0, 1, 2
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class QuantizedAddPlan:
+    """Everything the kernels need, as Python values; synet/_quantized_add.pyx makes the C plan of it."""
+
+    key: tuple
+    a_type: DataType
+    b_type: DataType
+    dst_type: DataType
+    a_shape: tuple
+    b_shape: tuple
+    out_shape: tuple
+    size: int
+    act: Activation
+    act_params: np.ndarray      # float32
+    prelu_inner: int
+    prelu_channels: int
+    mode: int
+    float_values: bool
+    consts: dict                # field of synet_qadd_consts -> float64 / int64 array of nchan values
+    nchan: int
+    chan_inner: int
+    inner: int
+    rank: int
+    table: np.ndarray           # intp [3, max(rank, 1)]: outer shape, a strides, b strides
+    a_scalar: bool
+    b_scalar: bool
+
+    @property
+    def kernel(self) -> str:
+        return ("generic", "folded", "lookup")[self.mode]
+
+
+def io_type(value: object, name: str) -> DataType:
+    data_type = as_data_type(value, name)
+    if data_type not in IO_DTYPES:
+        raise ValueError(f"{name}: expected FLOAT32, UINT8 or INT8, got {data_type.name}")
+    return data_type
+
+
+def shape_of(value: object, name: str) -> tuple[int, ...]:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        value = (value,)
+    try:
+        dims = tuple(value)
+    except TypeError:
+        raise TypeError(f"{name}: expected a sequence of ints, got {value!r}") from None
+    for dim in dims:
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+            raise TypeError(f"{name}: expected a sequence of ints, got {value!r}")
+        if dim < 0:
+            raise ValueError(f"{name}: expected dimensions >= 0, got {dims}")
+    if len(dims) > 64:
+        raise ValueError(f"{name}: expected at most 64 dimensions, got {len(dims)}")
+    size = math.prod(int(d) for d in dims)
+    if size >= MAX_SIZE:
+        raise ValueError(f"{name}: {dims} holds {size} elements, too many for 64-bit sizes")
+    return tuple(int(d) for d in dims)
+
+
+def _scale(value: object, name: str) -> float:
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
+        scale = float(value)
+        if math.isfinite(scale) and scale > 0:
+            return scale
+    raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
+
+
+def _zero(value: object, name: str, data_type: DataType) -> int:
+    lo, hi = ZERO_RANGES[data_type]
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and lo <= value <= hi:
+        return int(value)
+    raise ValueError(f"{name}: expected an int in [{lo}, {hi}] ({data_type.name}), got {value!r}")
+
+
+def _values(value: object, name: str, check) -> tuple[list, bool]:
+    """(values, per_axis): a scalar, or a 1-D sequence checked element by element."""
+    if isinstance(value, (np.ndarray, list, tuple)):
+        array = np.asarray(value)
+        if array.ndim != 1 or array.size == 0:
+            raise ValueError(f"{name}: expected a number or a non-empty 1-D array (per axis), got shape "
+                             f"{array.shape}")
+        return [check(v.item() if isinstance(v, np.generic) else v, f"{name}[{i}]") for i, v in
+                enumerate(array.tolist() if array.dtype != object else array)], True
+    return [check(value, name)], False
+
+
+def _quantisation(name: str, data_type: DataType, scale: object, zero: object, shape: tuple, out_rank: int,
+                  axis: int, per_axis: dict) -> tuple[list, list]:
+    """Checked scale and zero lists of one tensor (length 1, or its size along `axis`); per-axis ones
+    record their output axis in `per_axis` (name -> (output axis, length))."""
+    scales, scale_axis = _values(scale, f"{name}_scale", _scale)
+    zeros, zero_axis = _values(zero, f"{name}_zero", lambda v, n: _zero(v, n, data_type))
+    for values, param, is_axis in ((scales, f"{name}_scale", scale_axis), (zeros, f"{name}_zero", zero_axis)):
+        if not is_axis:
+            continue
+        rank = len(shape)
+        if not -rank <= axis < rank:
+            raise ValueError(f"{param}: per-axis values need axis in [-{rank}, {rank}) of {name}'s shape {shape}, "
+                             f"got axis {axis}")
+        own = axis % rank
+        if len(values) != shape[own]:
+            raise ValueError(f"{param}: expected {shape[own]} values ({name}'s size along axis {own}), "
+                             f"got {len(values)}")
+        per_axis[param] = (own + out_rank - rank, len(values))
+    return scales, zeros
+
+
+def _geometry(a_shape: tuple, b_shape: tuple, out_shape: tuple):
+    """(inner, a_scalar, b_scalar, table, rank) of the broadcast walk; table = [shape, a_strides, b_strides].
+
+    Dimensions of size 1 in the output are dropped, adjacent dimensions along which both operands stay
+    contiguous (or both stay broadcast) are merged; the innermost merged dimension is the row.
+    """
+    rank = len(out_shape)
+    a_full = (1,) * (rank - len(a_shape)) + a_shape
+    b_full = (1,) * (rank - len(b_shape)) + b_shape
+
+    def strides(shape):
+        result, step = [], 1
+        for dim in reversed(shape):
+            result.append(0 if dim == 1 else step)
+            step *= dim
+        return result[::-1]
+
+    sa, sb = strides(a_full), strides(b_full)
+    dims = [(n, sa[d], sb[d]) for d, n in enumerate(out_shape) if n != 1]
+    merged: list[tuple[int, int, int]] = []  # innermost first
+    for n, da, db in reversed(dims):
+        if merged:
+            m, ta, tb = merged[-1]
+            if da == ta * m and db == tb * m:
+                merged[-1] = (n * m, ta, tb)
+                continue
+        merged.append((n, da, db))
+    if not merged:
+        return 1, False, False, np.zeros((3, 1), dtype=np.intp), 0
+    inner, ta, tb = merged[0]
+    outer = merged[:0:-1]  # outermost first
+    table = np.zeros((3, max(len(outer), 1)), dtype=np.intp)
+    for d, (n, da, db) in enumerate(outer):
+        table[:, d] = (n, da, db)
+    return inner, ta == 0, tb == 0, table, len(outer)
+
+
+def _folded(sa: float, za: int, sb: float, zb: int, ds: float, dz: int):
+    """(ka, kb, kc) of the folded float32 kernel, or None when its error bound is too large."""
+    ka, kb = sa / ds, sb / ds
+    kc = dz - za * ka - zb * kb
+    if not (ka < 1e30 and kb < 1e30 and abs(kc) < 1e30):
+        return None
+    # |fl(a*fka + fl(b*fkb + fkc)) - (a*ka + b*kb + kc)| for |a|, |b| <= 255 and the |q| <= 256 that
+    # matter: rounding of ka, kb, kc, of the inner and of the outer fma (u = 2**-24)
+    bound = (2 * 255 * ka + 2 * 255 * kb + 2 * abs(kc) + 256) * 2.0**-24 * 1.01
+    return (ka, kb, kc) if bound <= FOLDED_MAX_ERROR else None
+
+
+def _float_values_ok(a_type, sa, za, b_type, sb, zb, act, params, dst_type, ds) -> bool:
+    """Whether a' + b' may be summed in float32: its worst-case error stays below FOLDED_MAX_ERROR output
+    steps for a quantised output (exact away from ties), below 5e-7 for a float32 one (1e-6 relative,
+    with room for the final roundings). Each quantised operand's float32 product is within 2**-24 |x'|
+    of the exact one; the sum, the activation (slope <= 1 here) and the quantisation add a few roundings."""
+    if act not in (Activation.IDENTITY, Activation.RELU, Activation.RESTRICT_RANGE):
+        if dst_type == DataType.FLOAT32 or act not in (Activation.LEAKY_RELU, Activation.PRELU) or \
+                np.abs(params).max() > 1:
+            return False
+    spread = 0.0
+    for data_type, scale, zero in ((a_type, sa, za), (b_type, sb, zb)):
+        if data_type != DataType.FLOAT32:
+            if not 1e-30 < scale < 1e30:
+                return False
+            lo, hi = ZERO_RANGES[data_type]
+            spread += max(zero - lo, hi - zero) * scale
+    error = spread * 2.0**-24 * 1.01
+    if dst_type != DataType.FLOAT32:
+        return error / ds + 4 * 256 * 2.0**-24 <= FOLDED_MAX_ERROR
+    return error <= 5e-7
+
+
+def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act_type, act_params, dst_type,
+         dst_scale, dst_zero, axis=1) -> QuantizedAddPlan:
+    """Check init's arguments (ValueError / TypeError naming the parameter) and plan the add."""
+    a_shape = shape_of(a_shape, "a_shape")
+    b_shape = shape_of(b_shape, "b_shape")
+    a_type = io_type(a_type, "a_type")
+    b_type = io_type(b_type, "b_type")
+    dst_type = io_type(dst_type, "dst_type")
+    try:
+        out_shape = tuple(int(d) for d in np.broadcast_shapes(a_shape, b_shape))
+    except ValueError:
+        raise ValueError(f"b_shape: expected a shape that broadcasts with a_shape {a_shape} "
+                         f"(NumPy rules), got {b_shape}") from None
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"axis: expected an int, got {type(axis).__name__}")
+    act = as_activation(act_type, "act_type")
+    channels = out_shape[1] if len(out_shape) >= 2 else 1
+    params = activation_params(act, act_params, channels, "act_params")
+    rank = len(out_shape)
+    per_axis: dict = {}
+    quant = {}
+    for name, data_type, scale, zero, shape in (("a", a_type, a_scale, a_zero, a_shape),
+                                                ("b", b_type, b_scale, b_zero, b_shape),
+                                                ("dst", dst_type, dst_scale, dst_zero, out_shape)):
+        if data_type == DataType.FLOAT32:  # scale and zero of a float tensor are ignored
+            quant[name] = ([1.0], [0])
+        else:
+            quant[name] = _quantisation(name, data_type, scale, zero, shape, rank, int(axis), per_axis)
+    out_axes = {out_axis for out_axis, _ in per_axis.values()}
+    if len(out_axes) > 1:
+        raise ValueError(f"axis: the per-axis scales and zero points ({', '.join(per_axis)}) must run along one "
+                         f"output axis, got output axes {sorted(out_axes)}")
+    size = math.prod(out_shape)
+    if size >= MAX_SIZE:
+        raise ValueError(f"b_shape: the broadcast shape {out_shape} has too many elements")
+    if per_axis:
+        out_axis = out_axes.pop()
+        nchan, chan_inner = out_shape[out_axis], math.prod(out_shape[out_axis + 1:])
+    else:
+        nchan, chan_inner = 1, 1
+
+    def per_channel(values):
+        return values * nchan if len(values) == 1 else values  # a tensor's length-1 axis broadcasts
+
+    sa, za = map(per_channel, quant["a"])
+    sb, zb = map(per_channel, quant["b"])
+    ds, dz = map(per_channel, quant["dst"])
+    fields: dict[str, list] = {f: [] for f in ("a_scale", "a_offset", "b_scale", "b_offset", "fa_scale",
+                                               "fa_scale_low", "fb_scale", "fb_scale_low", "a_zero", "b_zero",
+                                               "q_pre", "q_inv", "q_zero", "ka", "kb", "kc", "lo")}
+    float_values = all(_float_values_ok(a_type, sa[c], za[c], b_type, sb[c], zb[c], act, params, dst_type, ds[c])
+                       for c in range(nchan))
+    one_byte = a_type == b_type == dst_type != DataType.FLOAT32
+    folded = [_folded(sa[c], za[c], sb[c], zb[c], ds[c], dz[c]) for c in range(nchan)] \
+        if one_byte and act in (Activation.IDENTITY, Activation.RELU) else [None]
+    use_folded = all(f is not None for f in folded)
+    qmin = ZERO_RANGES.get(dst_type, (0, 0))[0]
+    for c in range(nchan):
+        fa = float(np.float32(sa[c])) if float_values else 0.0
+        fb = float(np.float32(sb[c])) if float_values else 0.0
+        inv = 1.0 / ds[c]
+        pre = 2.0**64 if inv > 2.0**100 else (2.0**-64 if inv < 2.0**-100 else 1.0)
+        ka, kb, kc = folded[c] if use_folded else (0.0, 0.0, 0.0)
+        lo = dz[c] if act == Activation.RELU else qmin
+        for name, value in (("a_scale", sa[c]), ("a_offset", -za[c] * sa[c]), ("b_scale", sb[c]),
+                            ("b_offset", -zb[c] * sb[c]), ("fa_scale", fa), ("fa_scale_low", sa[c] - fa if float_values else 0.0),
+                            ("fb_scale", fb), ("fb_scale_low", sb[c] - fb if float_values else 0.0),
+                            ("a_zero", za[c]), ("b_zero", zb[c]), ("q_pre", pre), ("q_inv", inv / pre),
+                            ("q_zero", dz[c]), ("ka", ka), ("kb", kb), ("kc", kc), ("lo", lo)):
+            fields[name].append(value)
+    mode = GENERIC
+    if use_folded:
+        mode = FOLDED
+    elif one_byte and act != Activation.PRELU and nchan == 1 and size >= LUT_MIN:
+        mode = LOOKUP
+    if act == Activation.PRELU and params.size > 1:
+        prelu_channels, prelu_inner = channels, math.prod(out_shape[2:])
+    else:
+        prelu_channels = prelu_inner = 1
+    inner, a_scalar, b_scalar, table, walk_rank = _geometry(a_shape, b_shape, out_shape)
+    key = (a_shape, a_type, tuple(sa), tuple(za), b_shape, b_type, tuple(sb), tuple(zb), act, params.tobytes(),
+           dst_type, tuple(ds), tuple(dz), nchan, chan_inner)
+    return QuantizedAddPlan(key, a_type, b_type, dst_type, a_shape, b_shape, out_shape, size, act, params,
+                            prelu_inner, prelu_channels, mode, float_values, fields, nchan, chan_inner, inner,
+                            walk_rank, table, a_scalar, b_scalar)
+
+
+def operand(x: object, name: str) -> np.ndarray:
+    """A functional form's operand: float64 becomes float32; uint8, int8, float32 as they are."""
+    array = np.asarray(x)
+    if array.dtype == np.float64:
+        return np.asarray(array, dtype=np.float32, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
+    if array.dtype not in (np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.float32)):
+        raise ValueError(f"{name}: expected dtype uint8, int8, float32 or float64 (converted to float32), "
+                         f"got {array.dtype}")
+    return np.asarray(array, order="C")

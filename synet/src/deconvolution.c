@@ -1,0 +1,838 @@
+/* Deconvolution16b kernels, compiled once per CPU level (see common.h).
+ *
+ * PhaseGemm: the output is split into stride_y x stride_x phases (output pixels whose taps have the
+ * same kernel positions); each phase is an ordinary stride-1 convolution, run as an implicit GEMM
+ * over (taps x input channels): no col2im, no scatter-add. Every output element is summed once, in
+ * registers or tiles, then bias + activation are applied and it is stored. The source is first
+ * converted to a zero-padded NHWC image, so every tap of a phase is in range. Micro-kernels:
+ *   - FP32 (any level): FP32 multiply-adds of BF16 values in vdpbf16ps's order: per channel pair,
+ *     the odd product then the even one, each rounded once (BF16 products are exact in FP32, so a
+ *     multiply-add equals an fma there). The image holds the BF16-rounded values as FP32.
+ *   - BF16 (avx512_bf16 and up): vdpbf16ps on the BF16 image, up to 12 pixels x 64 channels.
+ *   - AMX (amx): tdpbf16ps on tiles, 2 x 16 pixels x 32 channels a task.
+ * Depthwise (group == src_c == dst_c): FP32 multiply-adds of BF16-rounded values, by phase and tap,
+ * vectorised along x (NCHW) or channels (NHWC).
+ *
+ * Each output element is summed by one task in a fixed order, so results do not depend on the
+ * thread count. The hardware BF16 instructions treat BF16 subnormal inputs as zero and flush
+ * subnormal FP32 results to zero; the FP32 micro-kernel does not: the one difference between levels.
+ */
+#include "deconvolution.h"
+
+#include "activations.h"
+#include "vector.h"
+
+#define BLOCK SYNET_DECONV_BLOCK
+#define MMAX 12         /* output pixels per micro-tile, at most */
+#define DW_CHUNK 256    /* depthwise accumulator length */
+#define BORDER_CHUNK 256 /* border pass: output channels summed together */
+#define STORE_RUN 64    /* epilogue: values activated together */
+
+#if defined(__AVX512BF16__) && SYNET_AVX512
+#define HAVE_BF16 1
+#else
+#define HAVE_BF16 0
+#endif
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && HAVE_BF16 && defined(__linux__)
+#define HAVE_AMX 1
+#else
+#define HAVE_AMX 0
+#endif
+
+/* ---- the FP32 micro-kernel, with the level's vectors ---- */
+
+#if SYNET_AVX512
+#define VW 16
+#elif SYNET_AVX2
+#define VW 8
+#else
+#define VW 4
+#endif
+typedef float vfloat __attribute__((vector_size(VW * 4)));
+typedef uint32_t vbits __attribute__((vector_size(VW * 4)));
+typedef float vfloat_u __attribute__((vector_size(VW * 4), aligned(4)));
+typedef uint32_t vbits_u __attribute__((vector_size(VW * 4), aligned(4)));
+
+SYNET_INLINE vfloat multiply_add(vfloat a, vfloat b, vfloat c)
+{
+#if SYNET_AVX512
+    return _mm512_fmadd_ps(a, b, c);
+#elif SYNET_AVX2
+    return _mm256_fmadd_ps(a, b, c);
+#else
+    return a * b + c; /* exact product: the same as an fma (no subnormals) */
+#endif
+}
+
+/* out[m][n] (row stride BLOCK) = sum over taps t, pairs k of a[toff[t] + m*ps + 2k + 1] * b[.][n][1],
+   then a[.. + 2k] * b[.][n][0], for m < M, n < NV * VW; b rows are bstride uint16 apart. */
+SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
+                            const uint16_t *b, int64_t bstride, float *out, const int M, const int NV)
+{
+    vfloat acc[MMAX][4];
+    const vbits high = (vbits){} + 0xFFFF0000u;
+    for (int m = 0; m < M; ++m)
+        for (int v = 0; v < NV; ++v)
+            acc[m][v] = (vfloat){};
+    for (int64_t t = 0; t < ntaps; ++t) {
+        const float *at = a + toff[t];
+        for (int64_t k = 0; k < kpairs; ++k, b += bstride) {
+            for (int v = 0; v < NV; ++v) {
+                const vbits w = *(const vbits_u *)(const void *)(b + 2 * VW * v);
+                const vfloat odd = (vfloat)(w & high), even = (vfloat)(w << 16);
+                for (int m = 0; m < M; ++m) {
+                    acc[m][v] = multiply_add((vfloat){} + at[m * ps + 2 * k + 1], odd, acc[m][v]);
+                    acc[m][v] = multiply_add((vfloat){} + at[m * ps + 2 * k], even, acc[m][v]);
+                }
+            }
+        }
+    }
+    for (int m = 0; m < M; ++m)
+        for (int v = 0; v < NV; ++v)
+            *(vfloat_u *)(void *)(out + m * BLOCK + VW * v) = acc[m][v];
+}
+
+#define FP32_CASE(MM, NN) \
+    case (MM) * 8 + (NN): \
+        fp32_tile(a, toff, ntaps, kpairs, ps, b, bstride, out, MM, NN); \
+        return;
+#define FP32_CASES_M6(NN) FP32_CASE(1, NN) FP32_CASE(2, NN) FP32_CASE(3, NN) FP32_CASE(4, NN) FP32_CASE(5, NN) FP32_CASE(6, NN)
+#define FP32_CASES_M8(NN) FP32_CASES_M6(NN) FP32_CASE(7, NN) FP32_CASE(8, NN)
+#define FP32_CASES_M12(NN) FP32_CASES_M8(NN) FP32_CASE(9, NN) FP32_CASE(10, NN) FP32_CASE(11, NN) FP32_CASE(12, NN)
+
+/* Pixels per FP32 micro-tile for nv16 x 16 channels, and the channels one call covers. */
+#if VW == 16
+static int fp32_rows(int nv16) { return nv16 <= 2 ? 12 : (nv16 == 3 ? 8 : 6); }
+#define FP32_SPAN 64
+#else
+static int fp32_rows(int nv16)
+{
+    (void)nv16;
+    return 6;
+}
+#define FP32_SPAN (2 * VW) /* two vectors of channels per call: 6 x 2 accumulators */
+#endif
+
+static void fp32_call(const float *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
+                      const uint16_t *b, int64_t bstride, float *out, int M, int NV)
+{
+    switch (M * 8 + NV) {
+#if VW == 16
+        FP32_CASES_M12(1)
+        FP32_CASES_M12(2)
+        FP32_CASES_M8(3)
+        FP32_CASES_M6(4)
+#else
+        FP32_CASES_M6(1)
+        FP32_CASES_M6(2)
+#endif
+    default:
+        break;
+    }
+}
+
+/* M pixels x nv16 * 16 channels, in calls of FP32_SPAN channels */
+static void fp32_micro(const float *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
+                       const uint16_t *b, float *out, int M, int nv16)
+{
+    const int channels = nv16 * 16;
+    for (int c0 = 0; c0 < channels; c0 += FP32_SPAN) {
+        const int span = SYNET_MIN(FP32_SPAN, channels - c0);
+        fp32_call(a, toff, ntaps, kpairs, ps, b + 2 * c0, 2 * channels, out + c0, M, span / VW);
+    }
+}
+
+/* ---- the vdpbf16ps micro-kernel ---- */
+
+#if HAVE_BF16
+SYNET_INLINE void bf16_tile(const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
+                            const uint16_t *b, float *out, const int M, const int NV)
+{
+    __m512 acc[MMAX][4];
+    for (int m = 0; m < M; ++m)
+        for (int v = 0; v < NV; ++v)
+            acc[m][v] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < ntaps; ++t) {
+        const uint16_t *at = a + toff[t];
+        for (int64_t k = 0; k < kpairs; ++k) {
+            __m512bh bv[4];
+            for (int v = 0; v < NV; ++v)
+                bv[v] = (__m512bh)_mm512_loadu_si512((const void *)(b + 32 * v));
+            for (int m = 0; m < M; ++m) {
+                int32_t pair;
+                memcpy(&pair, at + m * ps + 2 * k, 4);
+                const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
+                for (int v = 0; v < NV; ++v)
+                    acc[m][v] = _mm512_dpbf16_ps(acc[m][v], av, bv[v]);
+            }
+            b += 32 * NV;
+        }
+    }
+    for (int m = 0; m < M; ++m)
+        for (int v = 0; v < NV; ++v)
+            _mm512_storeu_ps(out + m * BLOCK + 16 * v, acc[m][v]);
+}
+
+#define BF16_CASE(MM, NN) \
+    case (MM) * 8 + (NN): \
+        bf16_tile(a, toff, ntaps, kpairs, ps, b, out, MM, NN); \
+        return;
+#define BF16_CASES_M6(NN) BF16_CASE(1, NN) BF16_CASE(2, NN) BF16_CASE(3, NN) BF16_CASE(4, NN) BF16_CASE(5, NN) BF16_CASE(6, NN)
+#define BF16_CASES_M8(NN) BF16_CASES_M6(NN) BF16_CASE(7, NN) BF16_CASE(8, NN)
+#define BF16_CASES_M12(NN) BF16_CASES_M8(NN) BF16_CASE(9, NN) BF16_CASE(10, NN) BF16_CASE(11, NN) BF16_CASE(12, NN)
+
+static int bf16_rows(int nv16) { return nv16 <= 2 ? 12 : (nv16 == 3 ? 8 : 6); }
+
+static void bf16_micro(const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
+                       const uint16_t *b, float *out, int M, int NV)
+{
+    switch (M * 8 + NV) {
+        BF16_CASES_M12(1)
+        BF16_CASES_M12(2)
+        BF16_CASES_M8(3)
+        BF16_CASES_M6(4)
+    default:
+        break;
+    }
+}
+#endif
+
+/* ---- the AMX micro-kernel ---- */
+
+#if HAVE_AMX
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+/* Tiles: C 0..3 (rows x 16 FP32), A 4, 5 (rows pixels x 32 BF16 channels), B 6, 7 (16 pairs x 16 lanes). */
+static void amx_configure(int rows)
+{
+    tile_config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.palette = 1;
+    for (int t = 0; t < 6; ++t) {
+        cfg.rows[t] = (uint8_t)rows;
+        cfg.colsb[t] = 64;
+    }
+    for (int t = 6; t < 8; ++t) {
+        cfg.rows[t] = 16;
+        cfg.colsb[t] = 64;
+    }
+    _tile_loadconfig(&cfg);
+}
+
+static void amx_release(void) { _tile_release(); }
+
+/* One unit: pixel segment a0 (and a1 when not NULL) of the configured rows x nv*16 output channels;
+   K = taps x kblocks x 32 channels; out: [32][32] FP32, a1's rows from row 16. */
+static void amx_unit(const uint16_t *a0, const uint16_t *a1, const int64_t *toff, int64_t ntaps, int64_t kblocks,
+                     int64_t astride, const uint16_t *b, int nv, float *out)
+{
+    const int64_t bstride = nv * 64; /* bytes per pair row of the packed weights */
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t t = 0; t < ntaps; ++t) {
+        const uint16_t *p0 = a0 + toff[t];
+        const uint16_t *p1 = a1 ? a1 + toff[t] : a0;
+        for (int64_t kb = 0; kb < kblocks; ++kb, b += 16 * nv * 32) {
+            _tile_loadd(4, p0 + 32 * kb, astride);
+            _tile_loadd(6, b, bstride);
+            _tile_dpbf16ps(0, 4, 6);
+            if (nv == 2) {
+                _tile_loadd(7, b + 32, bstride);
+                _tile_dpbf16ps(1, 4, 7);
+            }
+            if (a1) {
+                _tile_loadd(5, p1 + 32 * kb, astride);
+                _tile_dpbf16ps(2, 5, 6);
+                if (nv == 2)
+                    _tile_dpbf16ps(3, 5, 7);
+            }
+        }
+    }
+    _tile_stored(0, out, 128);
+    if (nv == 2)
+        _tile_stored(1, out + 16, 128);
+    if (a1) {
+        _tile_stored(2, out + 16 * 32, 128);
+        if (nv == 2)
+            _tile_stored(3, out + 16 * 32 + 16, 128);
+    }
+}
+#endif
+
+/* ---- the epilogue: bias, activation, FP32 or BF16 store ---- */
+
+#if SYNET_AVX512
+/* dst[off + m*mstep + n*nstep] = act(src[m*sstride + n] + bias[n]) for m < M, n < N, act IDENTITY or
+   RELU, in registers; dst FP32 or BF16 bits. Returns 0 (nothing done) for other activations or
+   strides beyond its gather range. */
+static int store_fast(const float *src, int64_t sstride, int64_t M, int64_t N, const float *bias, void *dst, int bf16,
+                      int act, int64_t off, int64_t mstep, int64_t nstep)
+{
+    const __m512 zero = _mm512_setzero_ps();
+    const int relu = act == SYNET_ACT_RELU;
+    float *d32 = (float *)dst;
+    uint16_t *d16 = (uint16_t *)dst;
+    if (act != SYNET_ACT_IDENTITY && act != SYNET_ACT_RELU)
+        return 0;
+    if (nstep == 1) {
+        for (int64_t m = 0; m < M; ++m) {
+            int64_t n = 0;
+            if (!bf16) { /* FP32: a short first store up to the cache line, then whole lines */
+                int64_t head = (int64_t)(((64u - ((uintptr_t)(d32 + off + m * mstep) & 63u)) & 63u) >> 2);
+                if (head > N)
+                    head = N;
+                if (head) {
+                    const __mmask16 k = (__mmask16)((1u << head) - 1);
+                    __m512 v = _mm512_maskz_loadu_ps(k, src + m * sstride);
+                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, bias));
+                    if (relu)
+                        v = _mm512_max_ps(zero, v);
+                    _mm512_mask_storeu_ps(d32 + off + m * mstep, k, v);
+                    n = head;
+                }
+            }
+            for (; n < N; n += 16) {
+                const __mmask16 k = synet_mask16(N - n);
+                __m512 v = _mm512_maskz_loadu_ps(k, src + m * sstride + n);
+                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, bias + n));
+                if (relu)
+                    v = _mm512_max_ps(zero, v);
+                if (bf16)
+                    _mm256_mask_storeu_epi16(d16 + off + m * mstep + n, k, synet_bf16_pack_x16(v));
+                else
+                    _mm512_mask_storeu_ps(d32 + off + m * mstep + n, k, v);
+            }
+        }
+        return 1;
+    }
+    if (sstride > (1 << 26) || mstep > (1 << 26) || sstride < 0 || mstep < 0)
+        return 0;
+    /* runs along m for each channel n: 16x16 blocks of src transposed in registers (one channel a
+       register), or a gather for a single strided channel; stores contiguous, every other element
+       (mstep 2: the stride-2 phases), or scattered */
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i gidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)sstride));
+    const __m512i sidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)mstep));
+    const __m512i pair_lo = _mm512_srli_epi32(lane, 1), pair_hi = _mm512_add_epi32(pair_lo, _mm512_set1_epi32(8));
+    const __m512i pair16 = _mm512_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8, 7, 7, 6, 6, 5, 5,
+                                            4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    __m512 col[16];
+    for (int64_t n0 = 0; n0 < N; n0 += 16) {
+        const int64_t nn = N - n0 < 16 ? N - n0 : 16;
+        for (int64_t m = 0; m < M; m += 16) {
+            const int64_t mm = M - m < 16 ? M - m : 16;
+            const __mmask16 k = synet_mask16(mm);
+            if (nn == 1)
+                col[0] = sstride == 1 ? _mm512_maskz_loadu_ps(k, src + m + n0)
+                                      : _mm512_mask_i32gather_ps(zero, k, gidx, src + m * sstride + n0, 4);
+            else
+                synet_load_transposed16(src + m * sstride + n0, sstride, mm, synet_mask16(nn), col);
+            for (int64_t j = 0; j < nn; ++j) {
+                __m512 v = _mm512_add_ps(col[j], _mm512_set1_ps(bias[n0 + j]));
+                if (relu)
+                    v = _mm512_max_ps(zero, v);
+                const int64_t o = off + (n0 + j) * nstep + m * mstep;
+                if (bf16) {
+                    const __m256i h = synet_bf16_pack_x16(v);
+                    if (mstep == 1) {
+                        _mm256_mask_storeu_epi16(d16 + o, k, h);
+                    } else if (mstep == 2) {
+                        _mm512_mask_storeu_epi16(d16 + o, synet_spread16(k),
+                                                 _mm512_permutexvar_epi16(pair16, _mm512_castsi256_si512(h)));
+                    } else {
+                        uint16_t tmp[16];
+                        _mm256_storeu_si256((__m256i *)tmp, h);
+                        for (int64_t i = 0; i < mm; ++i)
+                            d16[o + i * mstep] = tmp[i];
+                    }
+                } else if (mstep == 1) {
+                    _mm512_mask_storeu_ps(d32 + o, k, v);
+                } else if (mstep == 2) {
+                    const uint32_t spread = synet_spread16(k);
+                    _mm512_mask_storeu_ps(d32 + o, (__mmask16)spread, _mm512_permutexvar_ps(pair_lo, v));
+                    if (mm > 8)
+                        _mm512_mask_storeu_ps(d32 + o + 16, (__mmask16)(spread >> 16), _mm512_permutexvar_ps(pair_hi, v));
+                } else {
+                    _mm512_mask_i32scatter_ps(d32 + o, k, sidx, v, 4);
+                }
+            }
+        }
+    }
+    return 1;
+}
+#endif
+
+/* dst[off + m*mstep + n*nstep] = act(acc[m*mstride + n] + bias[c0 + n]) for m < M, n < N: output
+   channel c0 + n, FP32 or BF16 (nearest-even) dst. The activation runs on runs of <= STORE_RUN values
+   of one pixel (nstep == 1) or one channel (nstep != 1). */
+static void store(const float *acc, synet_size mstride, synet_size M, synet_size N, synet_size c0,
+                  const synet_deconv_plan *p, void *dst, synet_size off, synet_size mstep, synet_size nstep)
+{
+    float run[STORE_RUN];
+    float *d32 = (float *)dst;
+    uint16_t *d16 = (uint16_t *)dst;
+    const float *bias = p->bias + c0;
+#if SYNET_AVX512
+    if (store_fast(acc, mstride, M, N, bias, dst, p->dst_bf16, p->act, off, mstep, nstep))
+        return;
+#endif
+    if (nstep == 1) { /* PRELU's channel of run[k] is c0 + j + k */
+        for (synet_size m = 0; m < M; ++m)
+            for (synet_size j = 0; j < N; j += STORE_RUN) {
+                const synet_size len = SYNET_MIN((synet_size)STORE_RUN, N - j);
+                for (synet_size k = 0; k < len; ++k)
+                    run[k] = acc[m * mstride + j + k] + bias[j + k];
+                synet_activate_block(run, len, p->act, p->params, c0 + j, 1, p->dst_c);
+                if (p->dst_bf16)
+                    for (synet_size k = 0; k < len; ++k)
+                        d16[off + m * mstep + j + k] = synet_bf16_from_float(run[k]);
+                else
+                    for (synet_size k = 0; k < len; ++k)
+                        d32[off + m * mstep + j + k] = run[k];
+            }
+        return;
+    }
+    for (synet_size n = 0; n < N; ++n) { /* PRELU reads the single slope params[c0 + n] */
+        const float *prm = p->params + (p->act == SYNET_ACT_PRELU ? c0 + n : 0);
+        for (synet_size j = 0; j < M; j += STORE_RUN) {
+            const synet_size len = SYNET_MIN((synet_size)STORE_RUN, M - j);
+            for (synet_size k = 0; k < len; ++k)
+                run[k] = acc[(j + k) * mstride + n] + bias[n];
+            synet_activate_block(run, len, p->act, prm, 0, 1, 1);
+            if (p->dst_bf16)
+                for (synet_size k = 0; k < len; ++k)
+                    d16[off + n * nstep + (j + k) * mstep] = synet_bf16_from_float(run[k]);
+            else
+                for (synet_size k = 0; k < len; ++k)
+                    d32[off + n * nstep + (j + k) * mstep] = run[k];
+        }
+    }
+}
+
+/* dst elements between neighbouring output pixels of one channel, and channels of one pixel */
+static synet_size pixel_step(const synet_deconv_plan *p) { return p->nhwc ? p->dst_c : 1; }
+static synet_size channel_step(const synet_deconv_plan *p) { return p->nhwc ? 1 : p->dst_h * p->dst_w; }
+
+/* ---- the padded source image ---- */
+
+/* one source value as BF16 bits */
+SYNET_INLINE uint16_t bf16_at(const void *src, int src_bf16, synet_size i)
+{
+    return src_bf16 ? ((const uint16_t *)src)[i] : synet_bf16_from_float(((const float *)src)[i]);
+}
+
+/* d[i] = bf16(s[i]) for i < n, as BF16 bits (f32 0) or as their FP32 values (f32 1) */
+static void convert_run(const void *s, int src_bf16, void *d, int f32, synet_size n)
+{
+    if (f32) {
+        float *o = (float *)d;
+        if (src_bf16)
+            for (synet_size i = 0; i < n; ++i)
+                o[i] = synet_bf16_to_float(((const uint16_t *)s)[i]);
+        else
+            for (synet_size i = 0; i < n; ++i)
+                o[i] = synet_bf16_round_float(((const float *)s)[i]);
+        return;
+    }
+    uint16_t *o = (uint16_t *)d;
+    if (src_bf16) {
+        memcpy(o, s, n * 2);
+        return;
+    }
+    const float *f = (const float *)s;
+    synet_size i = 0;
+#if SYNET_AVX512
+    for (; i < n; i += 16) {
+        const __mmask16 k = synet_mask16(n - i);
+        _mm256_mask_storeu_epi16(o + i, k, synet_bf16_pack_x16(_mm512_maskz_loadu_ps(k, f + i)));
+    }
+#endif
+    for (; i < n; ++i)
+        o[i] = synet_bf16_from_float(f[i]);
+}
+
+/* NCHW -> channels last: d[x * dstride + c] = bf16(s[c * plane + x]), c < channels, x < width */
+static void convert_planes(const void *s, int src_bf16, synet_size plane, synet_size channels, synet_size width,
+                           void *d, int f32, synet_size dstride)
+{
+#if SYNET_AVX512
+    if (!src_bf16 && !f32) { /* 16 channels x 16 pixels a step, transposed in registers */
+        const float *f = (const float *)s;
+        uint16_t *o = (uint16_t *)d;
+        __m512 r[16];
+        for (synet_size c0 = 0; c0 < channels; c0 += 16)
+            for (synet_size x0 = 0; x0 < width; x0 += 16) {
+                const synet_size nx = width - x0 < 16 ? width - x0 : 16;
+                synet_load_transposed16(f + c0 * plane + x0, plane, channels - c0, synet_mask16(nx), r);
+                for (synet_size j = 0; j < nx; ++j)
+                    _mm256_mask_storeu_epi16(o + (x0 + j) * dstride + c0, synet_mask16(channels - c0),
+                                             synet_bf16_pack_x16(r[j]));
+            }
+        return;
+    }
+#endif
+    for (synet_size c = 0; c < channels; ++c)
+        for (synet_size x = 0; x < width; ++x) {
+            const uint16_t h = bf16_at(s, src_bf16, c * plane + x);
+            if (f32)
+                ((float *)d)[x * dstride + c] = synet_bf16_to_float(h);
+            else
+                ((uint16_t *)d)[x * dstride + c] = h;
+        }
+}
+
+/* GEMM: row r of image[n, yp, xp, g, c] = bf16(src[n, g*cg_in + c, yp - pad_low_y, xp - pad_low_x]), zero
+   outside the source and in the pad channels */
+static void pad_row_gemm(const synet_deconv_plan *p, const void *src, void *image, synet_size r)
+{
+    const int f32 = p->micro == SYNET_MICRO_FP32;
+    const synet_size e = f32 ? 4 : 2, cpt = p->pixel_stride, row_len = p->padded_w * cpt;
+    const synet_size n = r / p->padded_h, y = r % p->padded_h - p->pad_low_y;
+    char *d = (char *)image + r * row_len * e;
+    if (y < 0 || y >= p->src_h || p->cg_padded != p->cg_in) {
+        memset(d, 0, row_len * e);
+        if (y < 0 || y >= p->src_h)
+            return;
+    } else { /* only the left and right borders */
+        memset(d, 0, p->pad_low_x * cpt * e);
+        memset(d + (p->pad_low_x + p->src_w) * cpt * e, 0, (p->padded_w - p->pad_low_x - p->src_w) * cpt * e);
+    }
+    d += p->pad_low_x * cpt * e;
+    const synet_size se = p->src_bf16 ? 2 : 4;
+    if (p->nhwc) {
+        const synet_size s0 = (n * p->src_h + y) * p->src_w * p->src_c;
+        if (p->cg_padded == p->cg_in) {
+            convert_run((const char *)src + s0 * se, p->src_bf16, d, f32, p->src_w * p->src_c);
+            return;
+        }
+        for (synet_size x = 0; x < p->src_w; ++x)
+            for (synet_size g = 0; g < p->group; ++g)
+                convert_run((const char *)src + (s0 + x * p->src_c + g * p->cg_in) * se, p->src_bf16,
+                            d + (x * cpt + g * p->cg_padded) * e, f32, p->cg_in);
+        return;
+    }
+    for (synet_size g = 0; g < p->group; ++g)
+        convert_planes((const char *)src + (((n * p->src_c + g * p->cg_in) * p->src_h + y) * p->src_w) * se,
+                       p->src_bf16, p->src_h * p->src_w, p->cg_in, p->src_w, d + g * p->cg_padded * e, f32, cpt);
+}
+
+/* depthwise: row r of the BF16-rounded FP32 copy of src, zero-padded; [n, c, yp, xp] or [n, yp, xp, c] */
+static void pad_row_depthwise(const synet_deconv_plan *p, const void *src, void *image, synet_size r)
+{
+    const synet_size pix = p->nhwc ? p->src_c : 1, row_len = p->padded_w * pix;
+    const synet_size y = r % p->padded_h - p->pad_low_y, image_row = r / p->padded_h;
+    float *d = (float *)image + r * row_len;
+    if (y < 0 || y >= p->src_h) {
+        memset(d, 0, row_len * 4);
+        return;
+    }
+    memset(d, 0, p->pad_low_x * pix * 4);
+    memset(d + (p->pad_low_x + p->src_w) * pix, 0, (p->padded_w - p->pad_low_x - p->src_w) * pix * 4);
+    const synet_size s0 = (image_row * p->src_h + y) * p->src_w * pix; /* image_row: n (NHWC) or n * C + c */
+    convert_run((const char *)src + s0 * (p->src_bf16 ? 2 : 4), p->src_bf16, d + p->pad_low_x * pix, 1,
+                p->src_w * pix);
+}
+
+static void pad_row(const synet_deconv_plan *p, const void *src, void *image, synet_size r)
+{
+    if (p->impl == SYNET_DECONV_DEPTHWISE)
+        pad_row_depthwise(p, src, image, r);
+    else
+        pad_row_gemm(p, src, image, r);
+}
+
+/* ---- tasks ---- */
+
+/* M pixels x nv16 * 16 channels of one phase */
+static void micro_tile(const synet_deconv_plan *p, const void *a, const int64_t *toff, int64_t ntaps,
+                       const uint16_t *b, float *out, int M, int nv16)
+{
+#if HAVE_BF16
+    if (p->micro != SYNET_MICRO_FP32) {
+        bf16_micro((const uint16_t *)a, toff, ntaps, p->kpairs, p->pixel_stride, b, out, M, nv16);
+        return;
+    }
+#endif
+    fp32_micro((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride, b, out, M, nv16);
+}
+
+static int micro_rows(const synet_deconv_plan *p, int nv16)
+{
+#if HAVE_BF16
+    if (p->micro != SYNET_MICRO_FP32)
+        return bf16_rows(nv16);
+#endif
+    (void)p;
+    return fp32_rows(nv16);
+}
+
+/* One task: an output phase row of one image and group, one block of <= 64 output channels. */
+static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, synet_size task)
+{
+    float tile[MMAX * BLOCK];
+    synet_size t = task;
+    const synet_size ob = t % p->nblocks;
+    t /= p->nblocks;
+    const synet_size r = t % p->nrows;
+    t /= p->nrows;
+    const synet_size g = t % p->group, n = t / p->group;
+    const synet_size ry = p->row_phase[r], j = p->row_index[r], oy = ry - p->pad_top + p->stride_y * j;
+    const synet_size nvalid = SYNET_MIN((synet_size)BLOCK, p->cg_out - ob * BLOCK);
+    const int nv = (int)((nvalid + 15) / 16), mmax = micro_rows(p, nv);
+    const synet_size oc0 = g * p->cg_out + ob * BLOCK, e = p->micro == SYNET_MICRO_FP32 ? 4 : 2;
+    for (synet_size rx = 0; rx < p->stride_x; ++rx) {
+        const synet_size phase = ry * p->stride_x + rx, i0 = p->col_first[rx], ni = p->col_count[rx];
+        const uint16_t *bw = p->weights + p->weight_offsets[(g * p->stride_y * p->stride_x + phase) * p->nblocks + ob];
+        for (synet_size i = 0; i < ni;) {
+            const int M = (int)SYNET_MIN((synet_size)mmax, ni - i);
+            const synet_size at = n * p->padded_image +
+                                  ((j + p->pad_low_y) * p->padded_w + (i0 + i + p->pad_low_x)) * p->pixel_stride +
+                                  g * p->cg_padded;
+            micro_tile(p, (const char *)image + at * e, p->tap_offsets + p->phase_tap0[phase], p->phase_taps[phase],
+                       bw, tile, M, nv);
+            const synet_size off = n * p->dst_image + oc0 * channel_step(p) +
+                                   (oy * p->dst_w + rx - p->pad_left + p->stride_x * (i0 + i)) * pixel_step(p);
+            store(tile, BLOCK, M, nvalid, oc0, p, dst, off, p->stride_x * pixel_step(p), channel_step(p));
+            i += M;
+        }
+    }
+}
+
+#if HAVE_AMX
+/* AMX: one unit (one or two segments of <= 16 pixels of a phase) x one block of <= 32 channels. */
+static void amx_task(const synet_deconv_plan *p, const void *image, void *dst, synet_size task, int *rows)
+{
+    float tile[32 * 32];
+    synet_size t = task;
+    const synet_size ob = t % p->nblocks; /* the channel blocks of one unit run back to back */
+    t /= p->nblocks;
+    const synet_size u = t % p->nunits;
+    t /= p->nunits;
+    const synet_size g = t % p->group, n = t / p->group;
+    const synet_size s0 = p->unit_s0[u], s1 = p->unit_s1[u], M = p->seg_m[s0], phase = p->seg_phase[s0];
+    const synet_size nvalid = SYNET_MIN(p->block_width, p->cg_out - ob * p->block_width), nv = (nvalid + 15) / 16;
+    const synet_size oc0 = g * p->cg_out + ob * p->block_width;
+    const uint16_t *img = (const uint16_t *)image + n * p->padded_image + g * p->cg_padded;
+    if (rows[0] != M) { /* this thread's tile configuration */
+        amx_configure((int)M);
+        rows[0] = (int)M;
+    }
+    amx_unit(img + p->seg_aoff[s0], s1 >= 0 ? img + p->seg_aoff[s1] : NULL, p->tap_offsets + p->phase_tap0[phase],
+             p->phase_taps[phase], p->kpairs / 16, p->pixel_stride * 2,
+             p->weights + p->weight_offsets[(g * p->stride_y * p->stride_x + phase) * p->nblocks + ob], (int)nv, tile);
+    const synet_size mstep = p->stride_x * pixel_step(p), nstep = channel_step(p);
+    const synet_size off = n * p->dst_image + oc0 * nstep; /* + the segment's first pixel */
+    store(tile, 32, M, nvalid, oc0, p, dst, off + p->seg_doff[s0], mstep, nstep);
+    if (s1 >= 0)
+        store(tile + 16 * 32, 32, M, nvalid, oc0, p, dst, off + p->seg_doff[s1], mstep, nstep);
+}
+#endif
+
+/* Depthwise, one output row segment: acc[i] = sum_t w[t] * src[toff[t] + i] (in tap order). */
+static void depthwise_row(const float *src, const int64_t *toff, const float *w, int64_t ntaps, int64_t len,
+                          float *acc)
+{
+    for (int64_t i = 0; i < len; ++i)
+        acc[i] = 0.0f;
+    for (int64_t t = 0; t < ntaps; ++t) {
+        const float *s = src + toff[t];
+        const float wt = w[t];
+        for (int64_t i = 0; i < len; ++i)
+            acc[i] += wt * s[i];
+    }
+}
+
+/* Depthwise NHWC, one output pixel: acc[c] = sum_t w[t * wstride + c] * src[toff[t] + c]. */
+static void depthwise_pixel(const float *src, const int64_t *toff, const float *w, int64_t ntaps, int64_t channels,
+                            int64_t wstride, float *acc)
+{
+    for (int64_t c = 0; c < channels; ++c)
+        acc[c] = 0.0f;
+    for (int64_t t = 0; t < ntaps; ++t) {
+        const float *s = src + toff[t];
+        const float *wt = w + t * wstride;
+        for (int64_t c = 0; c < channels; ++c)
+            acc[c] += wt[c] * s[c];
+    }
+}
+
+/* One output phase row of one image (NHWC) or of one image channel (NCHW). */
+static void depthwise_task(const synet_deconv_plan *p, const float *image, void *dst, synet_size task)
+{
+    float acc[DW_CHUNK];
+    const synet_size r = task % p->nrows, t = task / p->nrows;
+    const synet_size ry = p->row_phase[r], j = p->row_index[r], oy = ry - p->pad_top + p->stride_y * j;
+    for (synet_size rx = 0; rx < p->stride_x; ++rx) {
+        const synet_size phase = ry * p->stride_x + rx, i0 = p->col_first[rx], ni = p->col_count[rx];
+        const int64_t *toff = p->tap_offsets + p->phase_tap0[phase];
+        if (p->nhwc) {
+            const synet_size n = t;
+            for (synet_size i = 0; i < ni; ++i) {
+                const float *s =
+                    image + ((n * p->padded_h + j + p->pad_low_y) * p->padded_w + i0 + i + p->pad_low_x) * p->src_c;
+                const synet_size off =
+                    ((n * p->dst_h + oy) * p->dst_w + rx - p->pad_left + p->stride_x * (i0 + i)) * p->dst_c;
+                for (synet_size c0 = 0; c0 < p->src_c; c0 += DW_CHUNK) {
+                    const synet_size cn = SYNET_MIN((synet_size)DW_CHUNK, p->src_c - c0);
+                    depthwise_pixel(s + c0, toff, p->depthwise + p->phase_tap0[phase] * p->src_c + c0,
+                                    p->phase_taps[phase], cn, p->src_c, acc);
+                    store(acc, 0, 1, cn, c0, p, dst, off + c0, 0, 1);
+                }
+            }
+        } else {
+            const synet_size c = t % p->src_c, n = t / p->src_c;
+            for (synet_size i = 0; i < ni; i += DW_CHUNK) {
+                const synet_size len = SYNET_MIN((synet_size)DW_CHUNK, ni - i);
+                const float *s = image + ((n * p->src_c + c) * p->padded_h + j + p->pad_low_y) * p->padded_w + i0 + i +
+                                 p->pad_low_x;
+                depthwise_row(s, toff, p->depthwise + c * p->kpairs + p->phase_tap0[phase], p->phase_taps[phase], len,
+                              acc);
+                const synet_size off =
+                    ((n * p->dst_c + c) * p->dst_h + oy) * p->dst_w + rx - p->pad_left + p->stride_x * (i0 + i);
+                store(acc, 1, len, 1, c, p, dst, off, p->stride_x, 0);
+            }
+        }
+    }
+}
+
+static void task(const synet_deconv_plan *p, const void *image, void *dst, synet_size t, int *rows)
+{
+    if (p->impl == SYNET_DECONV_DEPTHWISE) {
+        depthwise_task(p, (const float *)image, dst, t);
+        return;
+    }
+#if HAVE_AMX
+    if (p->micro == SYNET_MICRO_AMX) {
+        amx_task(p, image, dst, t, rows);
+        return;
+    }
+#endif
+    (void)rows;
+    gemm_task(p, image, dst, t);
+}
+
+/* Exact borders: the border outputs of one (image n, group g, output row oy), in-range taps only:
+   dst[n, g*cg_out + co, oy, ox] = act(bias + sum_{ky, kx, ci} bf16(src[n, g*cg_in + ci, iy, ix]) * w[g, ky, kx, ci, co])
+   over the taps with iy = (oy + pad_top - ky*dilation_y) / stride_y an integer in [0, src_h) (likewise x).
+   FP32 sums in (ky, kx, ci) order; every output of a border row, else the border columns. */
+static void border_task(const synet_deconv_plan *p, const void *src, void *dst, synet_size task)
+{
+    float acc[BORDER_CHUNK];
+    const synet_size oy = task % p->dst_h, g = task / p->dst_h % p->group, n = task / p->dst_h / p->group;
+    const int full_row = p->border_y[oy] != 0;
+    const synet_size count = full_row ? p->dst_w : p->nborder_x;
+    const synet_size src_chan = p->nhwc ? 1 : p->src_h * p->src_w; /* elements between input channels */
+    for (synet_size k = 0; k < count; ++k) {
+        const synet_size ox = full_row ? k : p->border_x[k];
+        for (synet_size c0 = 0; c0 < p->cg_out; c0 += BORDER_CHUNK) {
+            const synet_size cn = SYNET_MIN((synet_size)BORDER_CHUNK, p->cg_out - c0);
+            for (synet_size co = 0; co < cn; ++co)
+                acc[co] = 0.0f;
+            for (synet_size ky = 0; ky < p->kernel_y; ++ky) {
+                const synet_size ty = oy + p->pad_top - ky * p->dilation_y;
+                if (ty < 0 || ty % p->stride_y != 0 || ty / p->stride_y >= p->src_h)
+                    continue;
+                const synet_size iy = ty / p->stride_y;
+                for (synet_size kx = 0; kx < p->kernel_x; ++kx) {
+                    const synet_size tx = ox + p->pad_left - kx * p->dilation_x;
+                    if (tx < 0 || tx % p->stride_x != 0 || tx / p->stride_x >= p->src_w)
+                        continue;
+                    const synet_size ix = tx / p->stride_x;
+                    const synet_size pixel = p->nhwc ? ((n * p->src_h + iy) * p->src_w + ix) * p->src_c + g * p->cg_in
+                                                     : ((n * p->src_c + g * p->cg_in) * p->src_h + iy) * p->src_w + ix;
+                    const float *w =
+                        p->exact_weights + ((g * p->kernel_y + ky) * p->kernel_x + kx) * p->cg_in * p->cg_out + c0;
+                    for (synet_size ci = 0; ci < p->cg_in; ++ci) {
+                        const float a = synet_bf16_to_float(bf16_at(src, p->src_bf16, pixel + ci * src_chan));
+                        for (synet_size co = 0; co < cn; ++co)
+                            acc[co] += a * w[ci * p->cg_out + co];
+                    }
+                }
+            }
+            const synet_size off =
+                n * p->dst_image + (g * p->cg_out + c0) * channel_step(p) + (oy * p->dst_w + ox) * pixel_step(p);
+            store(acc, 0, 1, cn, g * p->cg_out + c0, p, dst, off, 0, channel_step(p));
+        }
+    }
+}
+
+/* ---- weight packing ---- */
+
+SYNET_INLINE uint16_t weight_bits(const synet_deconv_weights *w, synet_size g, synet_size cg_in, synet_size ci,
+                                  synet_size co, synet_size ky, synet_size kx)
+{
+    return synet_bf16_from_float(w->w[(g * cg_in + ci) * w->ci_step + co * w->co_step + ky * w->ky_step + kx * w->kx_step]);
+}
+
+/* GEMM unit: channel pair k of group g, for every phase, tap and block: the row of lanes (n, e) =
+   bf16(w[g, 2k + e, block * width + n, ky, kx]), zero beyond cg_in / cg_out. Reads stay within two
+   input channels' weights, which stay in L1 while the unit runs. */
+static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size g, synet_size k,
+                     uint16_t *packed)
+{
+    uint16_t nonfinite = 0;
+    const synet_size phases = p->stride_y * p->stride_x;
+    for (synet_size phase = 0; phase < phases; ++phase) {
+        const synet_size t0 = p->phase_tap0[phase];
+        for (synet_size t = 0; t < p->phase_taps[phase]; ++t) {
+            const synet_size ky = p->tap_ky[t0 + t], kx = p->tap_kx[t0 + t];
+            for (synet_size ob = 0; ob < p->nblocks; ++ob) {
+                const synet_size first = ob * p->block_width;
+                const synet_size valid = SYNET_MIN(p->block_width, p->cg_out - first), lanes = (valid + 15) / 16 * 16;
+                uint16_t *row = packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob] +
+                                (t * p->kpairs + k) * lanes * 2;
+                for (int e = 0; e < 2; ++e) {
+                    const synet_size ci = 2 * k + e;
+                    if (ci >= p->cg_in) {
+                        for (synet_size n = 0; n < lanes; ++n)
+                            row[2 * n + e] = 0;
+                        continue;
+                    }
+                    for (synet_size n = 0; n < valid; ++n) {
+                        const uint16_t h = weight_bits(w, g, p->cg_in, ci, first + n, ky, kx);
+                        nonfinite |= (uint16_t)((h & 0x7F80) == 0x7F80);
+                        row[2 * n + e] = h;
+                    }
+                    for (synet_size n = valid; n < lanes; ++n)
+                        row[2 * n + e] = 0;
+                }
+            }
+        }
+    }
+    return nonfinite != 0;
+}
+
+/* Depthwise unit: channel c's rounded FP32 weights by tap, [c][tap] (NCHW) or [tap][c] (NHWC). */
+static int pack_depthwise(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size c, float *table)
+{
+    int nonfinite = 0;
+    for (synet_size t = 0; t < p->kpairs; ++t) {
+        const uint16_t h = weight_bits(w, c, 1, 0, 0, p->tap_ky[t], p->tap_kx[t]);
+        nonfinite |= (h & 0x7F80) == 0x7F80;
+        table[p->nhwc ? t * p->src_c + c : c * p->kpairs + t] = synet_bf16_to_float(h);
+    }
+    return nonfinite;
+}
+
+static int pack(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size u, void *packed)
+{
+    if (p->impl == SYNET_DECONV_DEPTHWISE)
+        return pack_depthwise(p, w, u, (float *)packed);
+    return pack_gemm(p, w, u / p->kpairs, u % p->kpairs, (uint16_t *)packed);
+}
+
+#if HAVE_AMX
+#define AMX_RELEASE amx_release
+#else
+#define AMX_RELEASE NULL
+#endif
+
+const synet_deconv_kernels SYNET_LEVEL_NAME(synet_deconv_kernels) = {
+    SYNET_STR(SYNET_LEVEL_SUFFIX), HAVE_BF16, HAVE_AMX, pad_row, task, AMX_RELEASE, border_task, pack,
+};

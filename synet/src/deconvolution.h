@@ -1,0 +1,94 @@
+/* Deconvolution16b: BF16/FP32 transposed convolution with fused bias and activation.
+ *
+ *   dst[n, oc, oy, ox] = act(bias[oc] + sum src[n, ic, iy, ix] * w[ic, oc, ky, kx])
+ *
+ * over the taps with oy = iy*stride_y - pad_top + ky*dilation_y (likewise x), ic in oc's group; src
+ * and w rounded to BF16 (nearest-even), products summed in FP32. The plan is built by
+ * synet/_deconvolution_plan.py (geometry, tables) and synet/_deconvolution.pyx (pointers); the
+ * kernels below run one task of it. See deconvolution.c for the algorithms.
+ */
+#ifndef SYNET_DECONVOLUTION_H
+#define SYNET_DECONVOLUTION_H
+
+#include "common.h"
+
+enum { SYNET_DECONV_GEMM = 1, SYNET_DECONV_DEPTHWISE = 2 };
+
+/* The GEMM micro-kernel: FP32 multiply-adds on BF16 values (any level), AVX-512 vdpbf16ps, AMX tiles. */
+enum { SYNET_MICRO_FP32 = 0, SYNET_MICRO_BF16 = 1, SYNET_MICRO_AMX = 2 };
+
+#define SYNET_DECONV_BLOCK 64 /* output channels per packed weight block (32 with AMX) */
+
+typedef struct synet_deconv_plan {
+    int impl;        /* SYNET_DECONV_GEMM or SYNET_DECONV_DEPTHWISE */
+    int micro;       /* GEMM: SYNET_MICRO_* */
+    int src_bf16, dst_bf16; /* BF16 (raw bits) or FP32 src / dst */
+    int nhwc;        /* NHWC (else NCHW) src and dst */
+    int direct;      /* BF16 NHWC src read in place as the padded image (no copy) */
+    int act;         /* SYNET_ACT_* */
+    synet_size buf_size; /* bytes of scratch the run needs (the padded source image + 64) */
+    /* geometry as the kernels see it (a 1x1 stride-1 deconvolution is one long row) */
+    synet_size batch, src_c, src_h, src_w, dst_c, dst_h, dst_w, group, cg_in, cg_out;
+    synet_size kernel_y, kernel_x, dilation_y, dilation_x, stride_y, stride_x, pad_top, pad_left;
+    /* the padded source image: [batch, padded_h, padded_w, pixel_stride] (GEMM; BF16 bits, or FP32
+       values for SYNET_MICRO_FP32), with each group's cg_in channels padded to cg_padded; depthwise:
+       FP32 [batch, src_c, padded_h, padded_w] (NCHW) or [batch, padded_h, padded_w, src_c] (NHWC).
+       pad_low_y / pad_low_x zero rows / columns come before the source. */
+    synet_size padded_h, padded_w, pad_low_y, pad_low_x, cg_padded, pixel_stride, padded_image;
+    synet_size kpairs;      /* GEMM: cg_padded / 2 channel pairs; depthwise: taps per channel */
+    synet_size block_width; /* output channels per weight block: 64, or 32 with AMX */
+    synet_size nblocks, nrows, nunits, ntasks, dst_image;
+    synet_size pad_rows;    /* rows of the padded image the run fills (0: direct) */
+    /* tables: every output phase (ry, rx) of the stride_y x stride_x phases has phase_taps[phase] taps
+       from phase_tap0[phase] on, with tap_offsets (elements of the padded image) and kernel positions
+       tap_ky / tap_kx; task rows are (row_phase, row_index) pairs; phase column rx has col_count
+       columns from col_first */
+    const int64_t *phase_taps, *phase_tap0, *tap_offsets, *tap_ky, *tap_kx;
+    const int64_t *row_phase, *row_index, *col_first, *col_count;
+    /* AMX units: segment unit_s0 and (full segments only) unit_s1 or -1; a segment is <= 16 pixels
+       of one phase row: its first pixel in the padded image (seg_aoff) and in dst (seg_doff) */
+    const int64_t *unit_s0, *unit_s1, *seg_aoff, *seg_doff, *seg_m, *seg_phase;
+    /* set_params' data */
+    const float *bias;            /* [dst_c] */
+    const float *params;          /* the activation's parameters (PRELU: dst_c slopes) */
+    const uint16_t *weights;      /* GEMM: packed BF16 weights */
+    const int64_t *weight_offsets;/* GEMM: [group][phase][block] offsets into weights */
+    const float *depthwise;       /* depthwise: BF16-rounded FP32 weights [c][tap] (NCHW) or [tap][c] */
+    /* Exact borders: a border output (a tap of its phase falls into the zero padding) gets NaN from a
+       NaN or inf weight times that zero. When the rounded weights hold one, set_params sets
+       exact_borders and exact_weights; the run then sums every border output again over its in-range
+       taps only, as PyTorch does. */
+    int exact_borders;
+    synet_size nborder_x;
+    const int64_t *border_y;      /* [dst_h]: 1 for a border row (all of its outputs) */
+    const int64_t *border_x;      /* [nborder_x]: the border columns, ascending */
+    const float *exact_weights;   /* BF16-rounded FP32 weights [group][kernel_y][kernel_x][cg_in][cg_out] */
+} synet_deconv_plan;
+
+/* The caller's weights: element (g, ci, co, ky, kx) is at w[g * cg_in * ci_step + ci * ci_step +
+   co * co_step + ky * ky_step + kx * kx_step] (FP32). */
+typedef struct synet_deconv_weights {
+    const float *w;
+    synet_size ci_step, co_step, ky_step, kx_step;
+} synet_deconv_weights;
+
+typedef struct synet_deconv_kernels {
+    const char *level;
+    int micro_bf16; /* has the vdpbf16ps micro-kernel */
+    int micro_amx;  /* has the AMX micro-kernel */
+    /* pads / converts row r < batch * padded_h (* src_c for depthwise NCHW) of the padded image */
+    void (*pad_row)(const synet_deconv_plan *p, const void *src, void *image, synet_size r);
+    /* output task t < ntasks; `rows`: this thread's configured AMX tile rows (0: none yet) */
+    void (*task)(const synet_deconv_plan *p, const void *image, void *dst, synet_size t, int *rows);
+    void (*amx_release)(void);
+    /* exact borders: the border outputs of task t < batch * group * dst_h */
+    void (*border_task)(const synet_deconv_plan *p, const void *src, void *dst, synet_size t);
+    /* packs unit u of the weights, rounded to BF16: GEMM (u < group * kpairs): channel pair u % kpairs
+       of group u / kpairs into `packed` at p->weight_offsets; depthwise (u < src_c): channel u into the
+       FP32 table. Returns 1 when a rounded weight of the unit is NaN or inf. */
+    int (*pack)(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size u, void *packed);
+} synet_deconv_kernels;
+
+SYNET_DECLARE_TABLES(synet_deconv_kernels, synet_deconv_kernels)
+
+#endif

@@ -1,0 +1,422 @@
+/* QuantizedAdd kernels, compiled once per CPU level (see common.h). Three kernels, chosen by the plan:
+ *
+ * - generic (every type combination and activation): a' + b' in float64 (or in float32 with split
+ *   scales where the planner bounds the error below what the output needs), rounded once to float32;
+ *   the activation of activations.h on a float32 block; a quantised output in float32 with an exact
+ *   clamp (NaN -> lo, +-inf and huge values saturate) before rounding half to even.
+ * - folded (u8 + u8 -> u8 or i8 + i8 -> i8, IDENTITY or RELU): q = fma(a, ka, fma(b, kb, kc)) in
+ *   float32, clamped to [lo, hi] and rounded; the planner uses it only where its error bound keeps it
+ *   exact away from rounding ties. AVX-512BW: 64 outputs a step.
+ * - lookup (1-byte operands and output, per tensor, any activation but PRELU, large outputs): a
+ *   65536-entry table built by the generic kernel, indexed by the operands' bytes.
+ */
+#include "quantized_add.h"
+
+#include "activations.h"
+#include "vector.h"
+
+#define BLOCK 512 /* float32 scratch of the generic kernel, per row segment */
+
+typedef uint8_t u8_t;
+typedef int8_t i8_t;
+typedef float f32_t;
+
+/* ---- generic ---- */
+
+/* A dequantised operand. Quantised in float64: x * scale + offset; in float32: d = float(x - zero)
+   (exact), d * scale with the scale split in float32 halves: fma(d, high, d * low), within ~2**-24 |x'|
+   of the exact product; float32: x. */
+SYNET_INLINE double deq_u8_double(u8_t x, double scale, double offset, int zero)
+{
+    (void)zero;
+    return (double)x * scale + offset;
+}
+SYNET_INLINE double deq_i8_double(i8_t x, double scale, double offset, int zero)
+{
+    (void)zero;
+    return (double)x * scale + offset;
+}
+SYNET_INLINE double deq_f32_double(f32_t x, double scale, double offset, int zero)
+{
+    (void)scale, (void)offset, (void)zero;
+    return (double)x;
+}
+SYNET_INLINE float deq_u8_float(u8_t x, float high, float low, int zero)
+{
+    const float d = (float)((int)x - zero);
+    return fmaf(d, high, d * low);
+}
+SYNET_INLINE float deq_i8_float(i8_t x, float high, float low, int zero)
+{
+    const float d = (float)((int)x - zero);
+    return fmaf(d, high, d * low);
+}
+SYNET_INLINE float deq_f32_float(f32_t x, float high, float low, int zero)
+{
+    (void)high, (void)low, (void)zero;
+    return x;
+}
+
+/* v[i] = float32(a'[i] + b'[i]) with the sum in ACC; a scalar operand is dequantised once. */
+#define VALUES(A, B, ACC, SA, OA, SB, OB)                                                                        \
+    static void values_##A##_##B##_##ACC(const A##_t *a, const B##_t *b, float *v, synet_size n,               \
+                                         const synet_qadd_consts *k, int a_scalar, int b_scalar)                \
+    {                                                                                                            \
+        const int za = k->a_zero, zb = k->b_zero;                                                                \
+        if (a_scalar) {                                                                                          \
+            const ACC c = deq_##A##_##ACC(a[0], k->SA, k->OA, za);                                               \
+            for (synet_size i = 0; i < n; ++i)                                                                   \
+                v[i] = (float)(c + deq_##B##_##ACC(b[i], k->SB, k->OB, zb));                                     \
+        } else if (b_scalar) {                                                                                   \
+            const ACC c = deq_##B##_##ACC(b[0], k->SB, k->OB, zb);                                               \
+            for (synet_size i = 0; i < n; ++i)                                                                   \
+                v[i] = (float)(deq_##A##_##ACC(a[i], k->SA, k->OA, za) + c);                                     \
+        } else {                                                                                                 \
+            for (synet_size i = 0; i < n; ++i)                                                                   \
+                v[i] = (float)(deq_##A##_##ACC(a[i], k->SA, k->OA, za) + deq_##B##_##ACC(b[i], k->SB, k->OB, zb)); \
+        }                                                                                                        \
+    }
+#define VALUES_BOTH(A, B)                                                             \
+    VALUES(A, B, double, a_scale, a_offset, b_scale, b_offset)                        \
+    VALUES(A, B, float, fa_scale, fa_scale_low, fb_scale, fb_scale_low)
+VALUES_BOTH(u8, u8)
+VALUES_BOTH(u8, i8)
+VALUES_BOTH(u8, f32)
+VALUES_BOTH(i8, u8)
+VALUES_BOTH(i8, i8)
+VALUES_BOTH(i8, f32)
+VALUES_BOTH(f32, u8)
+VALUES_BOTH(f32, i8)
+VALUES_BOTH(f32, f32)
+
+/* round_half_even(clamp(q, lo, hi)); NaN -> lo (the comparisons send it there) */
+SYNET_INLINE float clamp_round(float q, float lo, float hi)
+{
+    q = q > lo ? q : lo;
+    q = q < hi ? q : hi;
+    return rintf(q);
+}
+
+/* dst = clamp(round_half_even(v / dst_scale) + dst_zero, lo, hi) */
+#define QUANTIZE(T)                                                                                         \
+    static void quantize_##T(const float *v, T##_t *dst, synet_size n, const synet_qadd_consts *k, float lo, \
+                             float hi)                                                                      \
+    {                                                                                                       \
+        const float pre = k->q_pre, inv = k->q_inv, zero = k->q_zero;                                       \
+        for (synet_size i = 0; i < n; ++i)                                                                  \
+            dst[i] = (T##_t)clamp_round(fmaf(v[i] * pre, inv, zero), lo, hi);                               \
+    }
+QUANTIZE(u8)
+QUANTIZE(i8)
+
+/* n generic outputs from flat index `first`; a / b point at the row's first operand element */
+#define GENERIC(A, B, OUT)                                                                                     \
+    static void generic_##A##_##B##_##OUT(const synet_qadd_plan *p, const synet_qadd_consts *k, const void *a_, \
+                                          const void *b_, void *dst_, synet_size n, synet_size first)          \
+    {                                                                                                          \
+        const A##_t *a = (const A##_t *)a_;                                                                    \
+        const B##_t *b = (const B##_t *)b_;                                                                    \
+        OUT##_t *dst = (OUT##_t *)dst_;                                                                        \
+        float buf[BLOCK];                                                                                      \
+        for (synet_size off = 0; off < n; off += BLOCK) {                                                      \
+            const synet_size m = SYNET_MIN((synet_size)BLOCK, n - off);                                        \
+            float *v = sizeof(OUT##_t) == 4 ? (float *)(void *)(dst + off) : buf; /* float32 dst: its own scratch */ \
+            const A##_t *ao = p->a_scalar ? a : a + off;                                                       \
+            const B##_t *bo = p->b_scalar ? b : b + off;                                                       \
+            if (p->float_values)                                                                               \
+                values_##A##_##B##_float(ao, bo, v, m, k, p->a_scalar, p->b_scalar);                           \
+            else                                                                                               \
+                values_##A##_##B##_double(ao, bo, v, m, k, p->a_scalar, p->b_scalar);                          \
+            synet_activate_block(v, m, p->act, p->act_params, first + off, p->prelu_inner, p->prelu_channels); \
+            QUANTIZE_##OUT(v, dst + off, m, k, p);                                                             \
+        }                                                                                                      \
+    }
+#define QUANTIZE_f32(v, d, m, k, p) (void)0
+#define QUANTIZE_u8(v, d, m, k, p) quantize_u8(v, d, m, k, 0.0f, 255.0f)
+#define QUANTIZE_i8(v, d, m, k, p) quantize_i8(v, d, m, k, -128.0f, 127.0f)
+#define GENERIC_OUT(A, B) GENERIC(A, B, u8) GENERIC(A, B, i8) GENERIC(A, B, f32)
+GENERIC_OUT(u8, u8)
+GENERIC_OUT(u8, i8)
+GENERIC_OUT(u8, f32)
+GENERIC_OUT(i8, u8)
+GENERIC_OUT(i8, i8)
+GENERIC_OUT(i8, f32)
+GENERIC_OUT(f32, u8)
+GENERIC_OUT(f32, i8)
+GENERIC_OUT(f32, f32)
+
+typedef void (*generic_row)(const synet_qadd_plan *, const synet_qadd_consts *, const void *, const void *, void *,
+                            synet_size, synet_size);
+
+/* [a][b][dst], each 0 = u8, 1 = i8, 2 = f32 */
+static const generic_row GENERIC_ROWS[3][3][3] = {
+    {{generic_u8_u8_u8, generic_u8_u8_i8, generic_u8_u8_f32},
+     {generic_u8_i8_u8, generic_u8_i8_i8, generic_u8_i8_f32},
+     {generic_u8_f32_u8, generic_u8_f32_i8, generic_u8_f32_f32}},
+    {{generic_i8_u8_u8, generic_i8_u8_i8, generic_i8_u8_f32},
+     {generic_i8_i8_u8, generic_i8_i8_i8, generic_i8_i8_f32},
+     {generic_i8_f32_u8, generic_i8_f32_i8, generic_i8_f32_f32}},
+    {{generic_f32_u8_u8, generic_f32_u8_i8, generic_f32_u8_f32},
+     {generic_f32_i8_u8, generic_f32_i8_i8, generic_f32_i8_f32},
+     {generic_f32_f32_u8, generic_f32_f32_i8, generic_f32_f32_f32}},
+};
+
+static int type_slot(int type) { return type == SYNET_QADD_U8 ? 0 : (type == SYNET_QADD_I8 ? 1 : 2); }
+
+static synet_size type_size(int type) { return type == SYNET_QADD_F32 ? 4 : 1; }
+
+/* ---- folded ---- */
+
+#if SYNET_AVX512
+/* 16 bytes (unsigned or signed) as float32 lanes */
+SYNET_INLINE __m512 bytes_x16(__m128i x, const int sign)
+{
+    return _mm512_cvtepi32_ps(sign ? _mm512_cvtepi8_epi32(x) : _mm512_cvtepu8_epi32(x));
+}
+
+/* 64 outputs: q rounded half to even by vcvtps2dq (MXCSR's default mode), saturated by the packs, then
+   max(q, lo). The planner keeps |q| < 2**22, so the conversion is exact and this equals the portable
+   clamp_round. mode 0: both operands contiguous; 1: a is one value (ca); 2: b is one value (cb). */
+SYNET_INLINE __m512i folded64(const __m128i *a, const __m128i *b, const int mode, const int sign, __m512 ka,
+                              __m512 kb, __m512 kc, __m512 ca, __m512 cb, __m512i lo, __m512i order)
+{
+    __m512i d[4];
+    for (int k = 0; k < 4; ++k) {
+        __m512 q;
+        if (mode == 2)
+            q = _mm512_fmadd_ps(bytes_x16(a[k], sign), ka, cb);
+        else if (mode == 1)
+            q = _mm512_fmadd_ps(ca, ka, _mm512_fmadd_ps(bytes_x16(b[k], sign), kb, kc));
+        else
+            q = _mm512_fmadd_ps(bytes_x16(a[k], sign), ka, _mm512_fmadd_ps(bytes_x16(b[k], sign), kb, kc));
+        d[k] = _mm512_cvtps_epi32(q);
+    }
+    const __m512i w0 = _mm512_packs_epi32(d[0], d[1]), w1 = _mm512_packs_epi32(d[2], d[3]);
+    const __m512i bytes = sign ? _mm512_packs_epi16(w0, w1) : _mm512_packus_epi16(w0, w1);
+    const __m512i ordered = _mm512_permutexvar_epi32(order, bytes);
+    return sign ? _mm512_max_epi8(ordered, lo) : _mm512_max_epu8(ordered, lo);
+}
+
+/* up to 64 outputs on masked loads and a masked store (row heads and tails) */
+SYNET_INLINE void folded_masked(const uint8_t *a, const uint8_t *b, uint8_t *dst, synet_size count, const int mode,
+                                const int sign, __m512 ka, __m512 kb, __m512 kc, __m512 ca, __m512 cb, __m512i lo,
+                                __m512i order)
+{
+    __m128i va[4], vb[4];
+    const __mmask64 mask = _bzhi_u64(~0ULL, (unsigned)count);
+    const __m512i ta = mode != 1 ? _mm512_maskz_loadu_epi8(mask, a) : _mm512_setzero_si512();
+    const __m512i tb = mode != 2 ? _mm512_maskz_loadu_epi8(mask, b) : _mm512_setzero_si512();
+    va[0] = _mm512_castsi512_si128(ta);
+    vb[0] = _mm512_castsi512_si128(tb);
+    va[1] = _mm512_extracti32x4_epi32(ta, 1);
+    vb[1] = _mm512_extracti32x4_epi32(tb, 1);
+    va[2] = _mm512_extracti32x4_epi32(ta, 2);
+    vb[2] = _mm512_extracti32x4_epi32(tb, 2);
+    va[3] = _mm512_extracti32x4_epi32(ta, 3);
+    vb[3] = _mm512_extracti32x4_epi32(tb, 3);
+    _mm512_mask_storeu_epi8((void *)dst, mask, folded64(va, vb, mode, sign, ka, kb, kc, ca, cb, lo, order));
+}
+
+/* stream: non-temporal stores (outputs much larger than the caches) after a masked head that aligns
+   dst to 64 bytes; an sfence orders them before returning */
+SYNET_INLINE void folded_loop(const uint8_t *a, const uint8_t *b, uint8_t *dst, synet_size n, const int mode,
+                              const int sign, const synet_qadd_consts *k, const int stream)
+{
+    const __m512 ka = _mm512_set1_ps(k->ka), kb = _mm512_set1_ps(k->kb), kc = _mm512_set1_ps(k->kc);
+    const float a0 = sign ? (float)(int8_t)a[0] : (float)a[0], b0 = sign ? (float)(int8_t)b[0] : (float)b[0];
+    const __m512 ca = _mm512_set1_ps(mode == 1 ? a0 : 0.0f);
+    const __m512 cb = _mm512_set1_ps(mode == 2 ? fmaf(b0, k->kb, k->kc) : 0.0f);
+    const __m512i lo = _mm512_set1_epi8((char)(int)k->lo);
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    synet_size i = 0;
+    __m128i va[4], vb[4];
+    if (stream) {
+        i = (synet_size)((64 - ((uintptr_t)dst & 63)) & 63);
+        i = i < n ? i : n;
+        if (i)
+            folded_masked(a, b, dst, i, mode, sign, ka, kb, kc, ca, cb, lo, order);
+    }
+    for (; i + 64 <= n; i += 64) {
+        for (int q = 0; q < 4; ++q) {
+            if (mode != 1)
+                va[q] = _mm_loadu_si128((const __m128i *)(a + i + 16 * q));
+            if (mode != 2)
+                vb[q] = _mm_loadu_si128((const __m128i *)(b + i + 16 * q));
+        }
+        const __m512i r = folded64(va, vb, mode, sign, ka, kb, kc, ca, cb, lo, order);
+        if (stream)
+            _mm512_stream_si512((__m512i *)(dst + i), r);
+        else
+            _mm512_storeu_si512((void *)(dst + i), r);
+    }
+    if (i < n)
+        folded_masked(mode == 1 ? a : a + i, mode == 2 ? b : b + i, dst + i, n - i, mode, sign, ka, kb, kc, ca, cb,
+                      lo, order);
+    if (stream)
+        _mm_sfence();
+}
+
+#define FOLDED_CASE(MODE, SIGN, STREAM) folded_loop(a, b, dst, n, MODE, SIGN, k, STREAM)
+static void folded_row(const void *a_, const void *b_, void *dst_, synet_size n, const synet_qadd_consts *k,
+                       int mode, int sign, int stream, float hi)
+{
+    const uint8_t *a = (const uint8_t *)a_, *b = (const uint8_t *)b_;
+    uint8_t *dst = (uint8_t *)dst_;
+    (void)hi; /* the saturating packs clamp at 255 / 127 */
+    switch (mode * 4 + sign * 2 + stream) {
+    case 0: FOLDED_CASE(0, 0, 0); break;
+    case 1: FOLDED_CASE(0, 0, 1); break;
+    case 2: FOLDED_CASE(0, 1, 0); break;
+    case 3: FOLDED_CASE(0, 1, 1); break;
+    case 4: FOLDED_CASE(1, 0, 0); break;
+    case 5: FOLDED_CASE(1, 0, 1); break;
+    case 6: FOLDED_CASE(1, 1, 0); break;
+    case 7: FOLDED_CASE(1, 1, 1); break;
+    case 8: FOLDED_CASE(2, 0, 0); break;
+    case 9: FOLDED_CASE(2, 0, 1); break;
+    case 10: FOLDED_CASE(2, 1, 0); break;
+    default: FOLDED_CASE(2, 1, 1); break;
+    }
+}
+#else
+#define FOLDED_PORTABLE(T)                                                                                    \
+    static void folded_##T(const T##_t *a, const T##_t *b, T##_t *dst, synet_size n, const synet_qadd_consts *k, \
+                           int mode, float hi)                                                                \
+    {                                                                                                         \
+        const float ka = k->ka, kb = k->kb, kc = k->kc, lo = k->lo;                                           \
+        if (mode == 1) {                                                                                      \
+            const float c = (float)a[0];                                                                      \
+            for (synet_size i = 0; i < n; ++i)                                                                \
+                dst[i] = (T##_t)clamp_round(fmaf(c, ka, fmaf((float)b[i], kb, kc)), lo, hi);                  \
+        } else if (mode == 2) {                                                                               \
+            const float c = fmaf((float)b[0], kb, kc);                                                        \
+            for (synet_size i = 0; i < n; ++i)                                                                \
+                dst[i] = (T##_t)clamp_round(fmaf((float)a[i], ka, c), lo, hi);                                \
+        } else {                                                                                              \
+            for (synet_size i = 0; i < n; ++i)                                                                \
+                dst[i] = (T##_t)clamp_round(fmaf((float)a[i], ka, fmaf((float)b[i], kb, kc)), lo, hi);        \
+        }                                                                                                     \
+    }
+FOLDED_PORTABLE(u8)
+FOLDED_PORTABLE(i8)
+
+static void folded_row(const void *a, const void *b, void *dst, synet_size n, const synet_qadd_consts *k, int mode,
+                       int sign, int stream, float hi)
+{
+    (void)stream;
+    if (sign)
+        folded_i8((const i8_t *)a, (const i8_t *)b, (i8_t *)dst, n, k, mode, hi);
+    else
+        folded_u8((const u8_t *)a, (const u8_t *)b, (u8_t *)dst, n, k, mode, hi);
+}
+#endif
+
+/* ---- lookup ---- */
+
+#if SYNET_AVX512
+/* dst = lut[(a_byte << 8) | b_byte] by 16-lane dword gathers (the table is padded so every 4-byte read
+   stays inside it), keeping the low byte */
+SYNET_INLINE __m512i lut_index(__m128i a, __m128i b, const int mode, __m512i ca, __m512i cb)
+{
+    const __m512i ia = mode == 1 ? ca : _mm512_slli_epi32(_mm512_cvtepu8_epi32(a), 8);
+    const __m512i ib = mode == 2 ? cb : _mm512_cvtepu8_epi32(b);
+    return _mm512_or_si512(ia, ib);
+}
+
+SYNET_INLINE void lut_loop(const uint8_t *a, const uint8_t *b, uint8_t *dst, synet_size n, const int mode,
+                           const uint8_t *lut)
+{
+    const __m512i ca = _mm512_set1_epi32(mode == 1 ? (int)a[0] << 8 : 0);
+    const __m512i cb = _mm512_set1_epi32(mode == 2 ? (int)b[0] : 0);
+    const __m128i zero = _mm_setzero_si128();
+    synet_size i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m128i va = mode != 1 ? _mm_loadu_si128((const __m128i *)(a + i)) : zero;
+        const __m128i vb = mode != 2 ? _mm_loadu_si128((const __m128i *)(b + i)) : zero;
+        const __m512i g = _mm512_i32gather_epi32(lut_index(va, vb, mode, ca, cb), (const void *)lut, 1);
+        _mm_storeu_si128((__m128i *)(dst + i), _mm512_cvtepi32_epi8(g));
+    }
+    if (i < n) {
+        const __mmask16 mask = (__mmask16)_bzhi_u32(0xFFFFu, (unsigned)(n - i));
+        const __m128i va = mode != 1 ? _mm_maskz_loadu_epi8(mask, a + i) : zero;
+        const __m128i vb = mode != 2 ? _mm_maskz_loadu_epi8(mask, b + i) : zero;
+        const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask,
+                                                      lut_index(va, vb, mode, ca, cb), (const void *)lut, 1);
+        _mm_mask_storeu_epi8((void *)(dst + i), mask, _mm512_cvtepi32_epi8(g));
+    }
+}
+
+static void lut_row(const uint8_t *a, const uint8_t *b, uint8_t *dst, synet_size n, int mode, const uint8_t *lut)
+{
+    if (mode == 1)
+        lut_loop(a, b, dst, n, 1, lut);
+    else if (mode == 2)
+        lut_loop(a, b, dst, n, 2, lut);
+    else
+        lut_loop(a, b, dst, n, 0, lut);
+}
+#else
+static void lut_row(const uint8_t *a, const uint8_t *b, uint8_t *dst, synet_size n, int mode, const uint8_t *lut)
+{
+    if (mode == 1) {
+        const uint8_t *t = lut + ((synet_size)a[0] << 8);
+        for (synet_size i = 0; i < n; ++i)
+            dst[i] = t[b[i]];
+    } else if (mode == 2) {
+        const uint8_t *t = lut + b[0];
+        for (synet_size i = 0; i < n; ++i)
+            dst[i] = t[(synet_size)a[i] << 8];
+    } else {
+        for (synet_size i = 0; i < n; ++i)
+            dst[i] = lut[((synet_size)a[i] << 8) | b[i]];
+    }
+}
+#endif
+
+/* ---- the walk ---- */
+
+/* n outputs of one row from flat index `first`, all of one quantisation channel */
+static void run(const synet_qadd_plan *p, const synet_qadd_consts *k, const char *a, const char *b, char *dst,
+                synet_size n, synet_size first)
+{
+    const int mode = p->a_scalar ? 1 : (p->b_scalar ? 2 : 0);
+    if (p->mode == SYNET_QADD_FOLDED) {
+        folded_row(a, b, dst, n, k, mode, p->dst_type == SYNET_QADD_I8, p->stream,
+                   p->dst_type == SYNET_QADD_I8 ? 127.0f : 255.0f);
+        return;
+    }
+    if (p->mode == SYNET_QADD_LOOKUP) {
+        lut_row((const uint8_t *)a, (const uint8_t *)b, (uint8_t *)dst, n, mode, p->lut);
+        return;
+    }
+    GENERIC_ROWS[type_slot(p->a_type)][type_slot(p->b_type)][type_slot(p->dst_type)](p, k, a, b, dst, n, first);
+}
+
+/* outputs start..stop, row segment by row segment (and channel by channel when per axis) */
+static void tile(const synet_qadd_plan *p, const void *a, const void *b, void *dst, synet_size start,
+                 synet_size stop)
+{
+    const synet_size ea = type_size(p->a_type), eb = type_size(p->b_type), ed = type_size(p->dst_type);
+    synet_size pos = start;
+    while (pos < stop) {
+        const synet_size row = pos / p->inner, col = pos - row * p->inner;
+        synet_size count = SYNET_MIN(p->inner - col, stop - pos);
+        synet_size ao = p->a_scalar ? 0 : col, bo = p->b_scalar ? 0 : col, r = row;
+        for (synet_size d = p->rank - 1; d >= 0; --d) {
+            const synet_size i = r % p->outer_shape[d];
+            r /= p->outer_shape[d];
+            ao += i * p->a_strides[d];
+            bo += i * p->b_strides[d];
+        }
+        synet_size channel = 0;
+        if (p->nchan > 1) { /* up to the next channel boundary */
+            channel = pos / p->chan_inner % p->nchan;
+            count = SYNET_MIN(count, p->chan_inner - pos % p->chan_inner);
+        }
+        run(p, p->consts + channel, (const char *)a + ao * ea, (const char *)b + bo * eb, (char *)dst + pos * ed,
+            count, pos);
+        pos += count;
+    }
+}
+
+const synet_qadd_kernels SYNET_LEVEL_NAME(synet_qadd_kernels) = {SYNET_STR(SYNET_LEVEL_SUFFIX), tile};

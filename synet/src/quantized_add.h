@@ -1,0 +1,56 @@
+/* QuantizedAdd: dst = Quantize(Activate(a' + b')) with NumPy broadcasting.
+ *
+ *   x' = (x - zero) * scale   (UINT8 / INT8 x; a FLOAT32 x is used as is)
+ *   value = Activate(a' + b')
+ *   dst = clamp(round_half_even(value / dst_scale) + dst_zero, lo, hi)   (UINT8 [0, 255], INT8 [-128, 127])
+ *   dst = value                                                          (FLOAT32)
+ */
+#ifndef SYNET_QUANTIZED_ADD_H
+#define SYNET_QUANTIZED_ADD_H
+
+#include "common.h"
+
+enum { SYNET_QADD_F32 = 0, SYNET_QADD_I8 = 2, SYNET_QADD_U8 = 3 }; /* DataType values */
+enum { SYNET_QADD_GENERIC = 0, SYNET_QADD_FOLDED = 1, SYNET_QADD_LOOKUP = 2 };
+
+/* The quantisation constants of one channel of the quantisation axis (one set when per tensor). */
+typedef struct synet_qadd_consts {
+    /* quantised operand in float64: x' = x * scale + offset (offset = -zero * scale) */
+    double a_scale, a_offset, b_scale, b_offset;
+    /* quantised operand in float32 (plan.float_values): d = float(x - zero), x' = fma(d, hi, d * lo) */
+    float fa_scale, fa_scale_low, fb_scale, fb_scale_low;
+    int a_zero, b_zero;
+    /* quantised output: q = fma(value * q_pre, q_inv, q_zero) */
+    float q_pre, q_inv, q_zero;
+    /* folded (same-type 1-byte operands and output, IDENTITY / RELU): q = fma(a, ka, fma(b, kb, kc)), >= lo */
+    float ka, kb, kc, lo;
+} synet_qadd_consts;
+
+typedef struct synet_qadd_plan {
+    int a_type, b_type, dst_type; /* SYNET_QADD_F32 / I8 / U8 */
+    int mode;                     /* SYNET_QADD_GENERIC / FOLDED / LOOKUP */
+    int float_values;             /* the generic kernel sums in float32 (its error bound allows it) */
+    int act;                      /* SYNET_ACT_* */
+    const float *act_params;      /* the activation's parameters (PRELU: slopes) */
+    synet_size prelu_inner, prelu_channels; /* PRELU: channel of output o = o / inner % channels */
+    const uint8_t *lut;           /* LOOKUP: 65536 (+ 64 padding) bytes, dst of (a_byte << 8) | b_byte */
+    const synet_qadd_consts *consts;
+    synet_size nchan, chan_inner; /* channel of output o = o / chan_inner % nchan (nchan 1: per tensor) */
+    /* broadcasting: `size` outputs in rows of `inner`; row r's operand offsets unravel r over `rank`
+       outer dimensions; a_scalar / b_scalar: that operand is one value along a row */
+    synet_size size, inner, rank;
+    const synet_size *outer_shape, *a_strides, *b_strides;
+    int a_scalar, b_scalar;
+    int stream; /* outputs much larger than the caches: the folded kernel may stream its stores */
+} synet_qadd_plan;
+
+typedef struct synet_qadd_kernels {
+    const char *level;
+    /* outputs start..stop (flat) of a checked plan */
+    void (*tile)(const synet_qadd_plan *plan, const void *a, const void *b, void *dst, synet_size start,
+                 synet_size stop);
+} synet_qadd_kernels;
+
+SYNET_DECLARE_TABLES(synet_qadd_kernels, synet_qadd_kernels)
+
+#endif

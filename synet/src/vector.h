@@ -1,0 +1,122 @@
+/* Vector helpers shared by the kernel sources, for the instruction set the including source is
+ * compiled for (each level's copy is `static`). The BF16 roundings here are the vector forms of
+ * synet_bf16_nearest / synet_bf16_truncate in common.h: the same bits for every input.
+ */
+#ifndef SYNET_VECTOR_H
+#define SYNET_VECTOR_H
+
+#include "common.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+#define SYNET_AVX512 1
+#else
+#define SYNET_AVX512 0
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+#define SYNET_AVX2 1
+#else
+#define SYNET_AVX2 0
+#endif
+
+#if SYNET_AVX512
+/* 16 lanes of float32 bits -> bfloat16 bits in the low half of each lane. */
+SYNET_INLINE __m512i synet_bf16_nearest_x16(__m512i bits)
+{
+    const __m512i high = _mm512_srli_epi32(bits, 16);
+    const __mmask16 nan =
+        _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+    const __m512i rounded = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7FFF)), _mm512_and_si512(high, _mm512_set1_epi32(1))),
+        16);
+    return _mm512_mask_or_epi32(rounded, nan, _mm512_and_si512(high, _mm512_set1_epi32(0x8000)),
+                                _mm512_set1_epi32(0x7FC0));
+}
+
+SYNET_INLINE __m512i synet_bf16_truncate_x16(__m512i bits)
+{
+    const __m512i high = _mm512_srli_epi32(bits, 16);
+    const __mmask16 nan =
+        _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+    const __mmask16 empty = nan & _mm512_testn_epi32_mask(high, _mm512_set1_epi32(0x7F));
+    return _mm512_mask_or_epi32(high, empty, high, _mm512_set1_epi32(0x0040));
+}
+
+/* 16 floats -> 16 bfloat16 (nearest-even) packed in 256 bits. */
+SYNET_INLINE __m256i synet_bf16_pack_x16(__m512 v) { return _mm512_cvtepi32_epi16(synet_bf16_nearest_x16(_mm512_castps_si512(v))); }
+
+/* the first min(n, 16) lanes */
+SYNET_INLINE __mmask16 synet_mask16(int64_t n) { return (__mmask16)(n >= 16 ? 0xFFFFu : (1u << (n > 0 ? n : 0)) - 1); }
+
+/* r[i][j] -> r[j][i] for a 16x16 block of floats */
+SYNET_INLINE void synet_transpose16(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) { /* r[i + q], 128-bit lane L: rows i..i+3 of column 4L + q */
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int q = 0; q < 4; ++q) {
+        const __m512 t0 = _mm512_shuffle_f32x4(r[q], r[4 + q], 0x88), t1 = _mm512_shuffle_f32x4(r[q], r[4 + q], 0xDD);
+        const __m512 t2 = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0x88);
+        const __m512 t3 = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0xDD);
+        t[q] = _mm512_shuffle_f32x4(t0, t2, 0x88);      /* column q */
+        t[4 + q] = _mm512_shuffle_f32x4(t1, t3, 0x88);  /* column 4 + q */
+        t[8 + q] = _mm512_shuffle_f32x4(t0, t2, 0xDD);  /* column 8 + q */
+        t[12 + q] = _mm512_shuffle_f32x4(t1, t3, 0xDD); /* column 12 + q */
+    }
+    for (int i = 0; i < 16; ++i)
+        r[i] = t[i];
+}
+
+/* r[j] = column j of the block s[i * stride + j], i < rows, j in the mask kcols (zero elsewhere) */
+SYNET_INLINE void synet_load_transposed16(const float *s, int64_t stride, int64_t rows, __mmask16 kcols, __m512 r[16])
+{
+    for (int64_t i = 0; i < 16; ++i)
+        r[i] = i < rows ? _mm512_maskz_loadu_ps(kcols, s + i * stride) : _mm512_setzero_ps();
+    synet_transpose16(r);
+}
+
+/* bit i of k -> bit 2i: the lanes of every other element */
+SYNET_INLINE uint32_t synet_spread16(uint32_t k)
+{
+    k = (k | (k << 8)) & 0x00FF00FFu;
+    k = (k | (k << 4)) & 0x0F0F0F0Fu;
+    k = (k | (k << 2)) & 0x33333333u;
+    return (k | (k << 1)) & 0x55555555u;
+}
+#endif
+
+#if SYNET_AVX2
+/* 8 lanes of float32 bits -> bfloat16 bits in the low half of each lane. */
+SYNET_INLINE __m256i synet_bf16_nearest_x8(__m256i bits)
+{
+    const __m256i high = _mm256_srli_epi32(bits, 16);
+    const __m256i abs = _mm256_and_si256(bits, _mm256_set1_epi32(0x7FFFFFFF));
+    /* abs > 0x7F800000 as signed ints: both are non-negative */
+    const __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7F800000));
+    const __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7FFF)), _mm256_and_si256(high, _mm256_set1_epi32(1))),
+        16);
+    const __m256i quiet = _mm256_or_si256(_mm256_and_si256(high, _mm256_set1_epi32(0x8000)), _mm256_set1_epi32(0x7FC0));
+    return _mm256_blendv_epi8(rounded, quiet, nan);
+}
+
+/* the first min(n, 8) lanes as a vector mask (all ones in a lane that is in) */
+SYNET_INLINE __m256i synet_mask8(int64_t n)
+{
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n > 8 ? 8 : n)), lane);
+}
+#endif
+
+#endif
