@@ -195,7 +195,11 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
         pad_rows = 0 if direct else batch * hp
     row = wp * pix
     # taps per phase (ry, rx), ky-major, with their offsets in the padded image and kernel positions
-    phase_taps, phase_tap0, tap_offsets, tap_ky, tap_kx = [], [], [], [], []
+    phase_taps: list[int] = []
+    phase_tap0: list[int] = []
+    tap_offsets: list[int] = []
+    tap_ky: list[int] = []
+    tap_kx: list[int] = []
     for taps_y, _, _ in phases_y:
         for taps_x, _, _ in phases_x:
             phase_tap0.append(len(tap_offsets))
@@ -214,7 +218,8 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
     if amx:
         for phase in range(geo.stride_y * geo.stride_x):
             ry, rx = divmod(phase, geo.stride_x)
-            full, tails = [], []
+            full: list[int] = []
+            tails: list[int] = []
             for r_ry, j in rows:
                 if r_ry != ry:
                     continue

@@ -4,7 +4,7 @@ import numpy as np
 import numpy.typing as npt
 from typing import final
 
-GATHER_SIMD: str
+LEVEL: str
 
 @final
 class GatherElements:
@@ -33,7 +33,9 @@ class GatherElements:
     def enable(self) -> bool: ...
     def internal_buffer_size(self) -> int: ...
     @property
-    def index_users(self) -> int: ...
+    def index_users(self) -> int | None: ...
+    @property
+    def level(self) -> str: ...
     def set_index(self, idx: np.ndarray) -> None: ...
     def forward(
         self, src: np.ndarray, idx: np.ndarray | None = None, dst: np.ndarray | None = None, *, n_threads: int | None = None

@@ -91,7 +91,7 @@ def geometry(data_type, index_type, index_const, index_users, outer, src_count, 
     outer_size = checked_size("outer", *outer)
     checked_size("src", outer_size, counts[0], counts[1], itemsize=dtype.itemsize)
     checked_size("idx", outer_size, counts[2], counts[1], itemsize=8)
-    return GatherGeometry(dtype, INDEX_DTYPES[index_type], bool(index_const), users, outer, *counts)
+    return GatherGeometry(dtype, INDEX_DTYPES[index_type], bool(index_const), users, outer, *counts)  # type: ignore[arg-type]
 
 
 def first_bad(idx: np.ndarray, src_count: int) -> tuple[int, int]:
@@ -127,8 +127,8 @@ def analyse_index(geo: GatherGeometry, idx: np.ndarray) -> tuple[np.ndarray, int
             if (slices == slices[:1]).all():
                 period = geo.outer_size // repeat
                 break
-    flat = flat[: max(period, 1) * row].reshape(-1, geo.inner if geo.inner else 1)
-    offsets = flat * geo.inner + np.arange(geo.inner, dtype=np.int64)
+    rows = flat[: max(period, 1) * row].reshape(-1, geo.inner if geo.inner else 1)
+    offsets = rows * geo.inner + np.arange(geo.inner, dtype=np.int64)
     fits32 = geo.src_count * geo.inner <= INT32_MAX
     return np.ascontiguousarray(offsets.reshape(-1), np.int32 if fits32 else np.int64), max(period, 1)
 

@@ -4,7 +4,7 @@ from typing import final
 import numpy as np
 import numpy.typing as npt
 
-FOLDED_MAX_ERROR: float
+LEVEL: str
 
 @final
 class QuantizedAdd:
@@ -12,33 +12,37 @@ class QuantizedAdd:
         self,
         a_shape: Sequence[int] | None = None,
         a_type: object = None,
-        a_scale: float = 1.0,
-        a_zero: int = 0,
+        a_scale: float | npt.ArrayLike = 1.0,
+        a_zero: int | npt.ArrayLike = 0,
         b_shape: Sequence[int] | None = None,
         b_type: object = None,
-        b_scale: float = 1.0,
-        b_zero: int = 0,
+        b_scale: float | npt.ArrayLike = 1.0,
+        b_zero: int | npt.ArrayLike = 0,
         act_type: object = ...,
         act_params: npt.ArrayLike | None = None,
         dst_type: object = None,
-        dst_scale: float = 1.0,
-        dst_zero: int = 0,
+        dst_scale: float | npt.ArrayLike = 1.0,
+        dst_zero: int | npt.ArrayLike = 0,
+        *,
+        axis: int = 1,
     ) -> None: ...
     def init(
         self,
         a_shape: Sequence[int],
         a_type: object,
-        a_scale: float,
-        a_zero: int,
+        a_scale: float | npt.ArrayLike,
+        a_zero: int | npt.ArrayLike,
         b_shape: Sequence[int],
         b_type: object,
-        b_scale: float,
-        b_zero: int,
+        b_scale: float | npt.ArrayLike,
+        b_zero: int | npt.ArrayLike,
         act_type: object,
         act_params: npt.ArrayLike | None,
         dst_type: object,
-        dst_scale: float,
-        dst_zero: int,
+        dst_scale: float | npt.ArrayLike,
+        dst_zero: int | npt.ArrayLike,
+        *,
+        axis: int = 1,
     ) -> None: ...
     def enable(self) -> bool: ...
     @property
@@ -54,15 +58,16 @@ def quantized_add(
     a: npt.ArrayLike,
     b: npt.ArrayLike,
     *,
-    a_scale: float = 1.0,
-    a_zero: int = 0,
-    b_scale: float = 1.0,
-    b_zero: int = 0,
-    dst_scale: float = 1.0,
-    dst_zero: int = 0,
+    a_scale: float | npt.ArrayLike = 1.0,
+    a_zero: int | npt.ArrayLike = 0,
+    b_scale: float | npt.ArrayLike = 1.0,
+    b_zero: int | npt.ArrayLike = 0,
+    dst_scale: float | npt.ArrayLike = 1.0,
+    dst_zero: int | npt.ArrayLike = 0,
     dst_dtype: npt.DTypeLike = ...,
     activation: object = "identity",
     activation_params: npt.ArrayLike | None = None,
+    axis: int = 1,
     out: np.ndarray | None = None,
     n_threads: int | None = None,
 ) -> np.ndarray: ...

@@ -76,7 +76,7 @@ def shape_of(value: object, name: str) -> tuple[int, ...]:
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         value = (value,)
     try:
-        dims = tuple(value)
+        dims: tuple = tuple(value)  # type: ignore[call-overload, arg-type]
     except TypeError:
         raise TypeError(f"{name}: expected a sequence of ints, got {value!r}") from None
     for dim in dims:
@@ -255,7 +255,7 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
     def per_channel(values):
         return values * nchan if len(values) == 1 else values  # a tensor's length-1 axis broadcasts
 
-    sa, za = map(per_channel, quant["a"])
+    sa, za = map(per_channel, quant["a"])  # type: ignore[misc]
     sb, zb = map(per_channel, quant["b"])
     ds, dz = map(per_channel, quant["dst"])
     fields: dict[str, list] = {f: [] for f in ("a_scale", "a_offset", "b_scale", "b_offset", "fa_scale",
@@ -273,7 +273,7 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
         fb = float(np.float32(sb[c])) if float_values else 0.0
         inv = 1.0 / ds[c]
         pre = 2.0**64 if inv > 2.0**100 else (2.0**-64 if inv < 2.0**-100 else 1.0)
-        ka, kb, kc = folded[c] if use_folded else (0.0, 0.0, 0.0)
+        ka, kb, kc = folded[c] if use_folded else (0.0, 0.0, 0.0)  # type: ignore[misc]
         lo = dz[c] if act == Activation.RELU else qmin
         for name, value in (("a_scale", sa[c]), ("a_offset", -za[c] * sa[c]), ("b_scale", sb[c]),
                             ("b_offset", -zb[c] * sb[c]), ("fa_scale", fa), ("fa_scale_low", sa[c] - fa if float_values else 0.0),
