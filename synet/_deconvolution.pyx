@@ -208,10 +208,9 @@ cdef class _Weights:
     """set_params' data for one geometry: packed weights, bias, activation parameters."""
 
     cdef object packed, bias, params, exact
-    cdef object source             # the caller's weights as given (for pickling), or None
 
 
-cdef _Weights _new_weights(_Geometry geo, weight, bias, params, int threads, bint keep_source):
+cdef _Weights _new_weights(_Geometry geo, weight, bias, params, int threads):
     """Round and pack `weight` for `geo` (with the GIL released for the packing)."""
     cdef _Weights ws = _Weights.__new__(_Weights)
     cdef synet_deconv_weights w
@@ -220,7 +219,6 @@ cdef _Weights _new_weights(_Geometry geo, weight, bias, params, int threads, bin
     w32 = planning.weight_array(weight, planned)
     ws.bias = planning.bias_array(bias, planned.conv.dst_c)
     ws.params = params
-    ws.source = weight if keep_source else None
     ws.packed = np.empty(planned.packed_size, np.float32 if planned.impl == planning.DEPTHWISE else np.uint16)
     w.w = <const float*>data_of(w32)
     w.ci_step, w.co_step, w.ky_step, w.kx_step = planned.weight_steps
@@ -414,7 +412,7 @@ cdef class Deconvolution16b:
         cdef _State st = _ready(self)
         cdef _State new
         prm = planning.params_array(st.geometry.planned, params)
-        weights = _new_weights(st.geometry, weight, bias, prm, call_threads(None), True)
+        weights = _new_weights(st.geometry, weight, bias, prm, call_threads(None))
         with self._lock:
             if self._state is not st:   # init/clear ran meanwhile: these weights fit the old geometry
                 raise RuntimeError("Deconvolution16b.set_params: the context was re-initialised during the call")
@@ -464,6 +462,39 @@ cdef class Deconvolution16b:
     def conv(self):
         """The (normalised) ConvParams given to `init`, or None."""
         return None if self._state is None else (<_State>self._state).geometry.planned.conv
+
+    def __reduce__(self):
+        """Pickles init's arguments and set_params' data: the weights (BF16-rounded, in the caller's
+        layout, as float32), bias and activation parameters, never the packed buffers; unpickling
+        re-runs init and set_params for the CPU it lands on."""
+        if self._state is None:
+            return _restore, (PICKLE_VERSION, None, None)
+        cdef _State st = <_State>self._state
+        data = None
+        if st.weights is not None:
+            data = (planning.unpack_weights(st.weights.packed, st.geometry.planned), st.weights.bias,
+                    st.weights.params)
+        return _restore, (PICKLE_VERSION, st.key, data)
+
+
+PICKLE_VERSION = 1
+
+
+def _restore(version, key, data):
+    """Rebuilds a pickled Deconvolution16b (see Deconvolution16b.__reduce__)."""
+    if version != PICKLE_VERSION:
+        raise ValueError(f"Deconvolution16b pickle: state version {version!r} is not {PICKLE_VERSION} "
+                         f"(made by another synet version)")
+    context = Deconvolution16b()
+    if key is not None:
+        if not isinstance(key, tuple) or len(key) != 3:
+            raise ValueError(f"Deconvolution16b pickle: expected (batch, conv, compatibility), got {key!r:.80}")
+        context.init(*key)
+        if data is not None:
+            if not isinstance(data, tuple) or len(data) != 3:
+                raise ValueError("Deconvolution16b pickle: expected (weight, bias, params)")
+            context.set_params(*data)
+    return context
 
 
 # ---------------------------------------------------------------------------------------------
@@ -554,7 +585,7 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     if geometry is None:   # an empty batch or output: the right shape, no kernel
         return out if out is not None else np.empty(shape, dst_dtypes[0])
     geo = <_Geometry>geometry
-    weights = _new_weights(geo, w, bias, prm, threads, False)
+    weights = _new_weights(geo, w, bias, prm, threads)
     result = _run(geo, weights, np.ascontiguousarray(x), None,
                   out if out is not None else new_like(geo.dst_dtype, shape), threads, "conv_transpose2d")
     return result

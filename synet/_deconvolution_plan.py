@@ -337,6 +337,37 @@ def exact_weights(weight: np.ndarray, planned: DeconvolutionPlan) -> np.ndarray:
     return np.ascontiguousarray(round_to_bfloat16(canon).transpose(0, 2, 3, 1, 4)).reshape(-1)
 
 
+def unpack_weights(packed: np.ndarray, planned: DeconvolutionPlan) -> np.ndarray:
+    """The packed weights back in the caller's layout, as float32 (BF16-rounded values): packing them
+    again gives the same packed bits (pickling keeps these, never the packed buffer)."""
+    s, t, conv = planned.scalars, planned.tables, planned.conv
+    g, cg_in, cg_out = s["group"], s["cg_in"], s["cg_out"]
+    ky, kx = conv.kernel_y, conv.kernel_x
+    canon = np.zeros((g, cg_in, ky, kx, cg_out), np.float32)   # [group, ci, ky, kx, co]
+    tap_ky, tap_kx = t["tap_ky"], t["tap_kx"]
+    if planned.impl == DEPTHWISE:
+        taps = s["kpairs"]
+        table = packed.reshape(taps, conv.src_c).T if s["nhwc"] else packed.reshape(conv.src_c, taps)
+        canon[:, 0, tap_ky[:taps], tap_kx[:taps], 0] = table
+    else:
+        phases, kpairs, width, nblocks = s["stride_y"] * s["stride_x"], s["kpairs"], s["block_width"], s["nblocks"]
+        for gi in range(g):
+            for phase in range(phases):
+                ntaps, t0 = int(t["phase_taps"][phase]), int(t["phase_tap0"][phase])
+                for ob in range(nblocks):
+                    off = int(t["weight_offsets"][(gi * phases + phase) * nblocks + ob])
+                    valid = min(width, cg_out - ob * width)
+                    lanes = (valid + 15) // 16 * 16
+                    block = packed[off:off + ntaps * kpairs * lanes * 2].reshape(ntaps, kpairs, lanes, 2)
+                    bits = block[:, :, :valid, :].transpose(0, 1, 3, 2).reshape(ntaps, 2 * kpairs, valid)[:, :cg_in]
+                    values = (bits.astype(np.uint32) << 16).view(np.float32)
+                    for ti in range(ntaps):
+                        canon[gi, :, tap_ky[t0 + ti], tap_kx[t0 + ti], ob * width:ob * width + valid] = values[ti]
+    if s["nhwc"]:
+        return canon.reshape(conv.src_c, ky, kx, cg_out)
+    return np.ascontiguousarray(canon.transpose(0, 1, 4, 2, 3)).reshape(conv.src_c, cg_out, ky, kx)
+
+
 def has_borders(planned: DeconvolutionPlan) -> bool:
     s = planned.scalars
     return s["padded_h"] > s["src_h"] or s["padded_w"] > s["src_w"]

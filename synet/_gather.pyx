@@ -228,7 +228,7 @@ cdef class GatherElements:
         cdef int threads = call_threads(n_threads)
         cdef GatherPlan plan = st.plan
         cdef int status
-        if not is_operand(src, st.dtype, st.alt_dtype, st.src_size):
+        if not is_operand(src, st.dtype, st.alt_dtype, st.src_size):  # else check_buffer raises
             check_buffer(src, "src", st.dtypes, st.src_size)
         if idx is None:
             if st.offsets is None:
@@ -260,6 +260,42 @@ cdef class GatherElements:
     def clear(self):
         """Release the context: geometry and analysed index."""
         self._state = None
+
+    def __reduce__(self):
+        """Pickles init's arguments and the constant index (the slices set_index kept, as int64 indices),
+        never the analysed offsets; unpickling re-runs init and set_index."""
+        if self._state is None:
+            return _restore, (PICKLE_VERSION, None, None, None)
+        cdef _GatherState st = <_GatherState>self._state
+        g = st.geometry
+        args = (g.dtype, g.index_dtype, g.index_const, g.index_users, g.outer, g.src_count, g.inner, g.idx_count)
+        index = None
+        if st.offsets is not None:  # the kept slices, as indices: set_index of their tiling gives the same state
+            index = planning.index_of_offsets(st.offsets, g, st.plan.period)
+        return _restore, (PICKLE_VERSION, args, index, st.index_shape)
+
+
+PICKLE_VERSION = 1
+
+
+def _restore(version, args, index, index_shape):
+    """Rebuilds a pickled GatherElements (see GatherElements.__reduce__)."""
+    if version != PICKLE_VERSION:
+        raise ValueError(f"GatherElements pickle: state version {version!r} is not {PICKLE_VERSION} "
+                         f"(made by another synet version)")
+    context = GatherElements()
+    if args is not None:
+        if not isinstance(args, tuple) or len(args) != 8:
+            raise ValueError(f"GatherElements pickle: expected 8 init arguments, got {args!r:.80}")
+        context.init(*args)
+        if index is not None:
+            full = planning.index_for_set_index(index, (<_GatherState>context._state).geometry)
+            try:
+                full = full.reshape(index_shape)
+            except (TypeError, ValueError):
+                raise ValueError(f"GatherElements pickle: index shape {index_shape!r:.80} does not fit") from None
+            context.set_index(full)
+    return context
 
 
 def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):

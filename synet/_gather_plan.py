@@ -133,6 +133,23 @@ def analyse_index(geo: GatherGeometry, idx: np.ndarray) -> tuple[np.ndarray, int
     return np.ascontiguousarray(offsets.reshape(-1), np.int32 if fits32 else np.int64), max(period, 1)
 
 
+def index_of_offsets(offsets: np.ndarray, geo: GatherGeometry, period: int) -> np.ndarray:
+    """The int64 index of the `period` outer slices an analysis kept (offsets c * inner + i -> c)."""
+    inner = max(geo.inner, 1)
+    return (offsets.astype(np.int64).reshape(-1, inner) // inner).reshape(period, -1)
+
+
+def index_for_set_index(index: object, geo: GatherGeometry) -> np.ndarray:
+    """A pickled index (the kept slices) tiled back to a full index of the geometry's type and size."""
+    kept = np.asarray(index)
+    if kept.dtype != np.int64 or kept.ndim != 2 or kept.shape[0] < 1 or geo.outer_size % kept.shape[0] \
+            or kept.shape[1] != geo.idx_count * geo.inner:
+        raise ValueError(f"GatherElements pickle: an index of shape {kept.shape} and dtype {kept.dtype} does not fit "
+                         f"the geometry")
+    full = np.tile(kept, (geo.outer_size // kept.shape[0], 1)).reshape(-1)
+    return np.ascontiguousarray(full, geo.index_dtype)
+
+
 def as_indices(indices: object) -> np.ndarray:
     """indices as an int32/int64 array; other integer dtypes widen to int64 (checked)."""
     indices = np.asarray(indices)

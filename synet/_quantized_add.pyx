@@ -88,6 +88,7 @@ cdef class _QaddState:
 
     cdef synet_qadd_plan plan
     cdef object planned            # planning.QuantizedAddPlan
+    cdef tuple init_args           # init's arguments as given (arrays copied), for pickling
     cdef object act_params, table, consts, lut
     cdef object a_dtype, b_dtype, dst_dtype
     cdef Py_ssize_t a_size, b_size
@@ -271,7 +272,12 @@ cdef class QuantizedAdd:
         state = self._state
         if state is not None and (<_QaddState>state).planned.key == planned.key:
             return
-        self._state = _new_state(planned)
+        state = _new_state(planned)
+        (<_QaddState>state).init_args = tuple(np.array(v) if isinstance(v, (np.ndarray, list, tuple)) else v
+                                              for v in (a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale,
+                                                        b_zero, act_type, act_params, dst_type, dst_scale,
+                                                        dst_zero, axis))
+        self._state = state
 
     def enable(self):
         """True when `init` has built the context and `forward` may be called."""
@@ -317,6 +323,28 @@ cdef class QuantizedAdd:
     def clear(self):
         """Release the context."""
         self._state = None
+
+    def __reduce__(self):
+        """Pickles init's arguments; unpickling re-runs init (and rebuilds any lookup table)."""
+        if self._state is None:
+            return _restore, (PICKLE_VERSION, None)
+        return _restore, (PICKLE_VERSION, (<_QaddState>self._state).init_args)
+
+
+PICKLE_VERSION = 1
+
+
+def _restore(version, args):
+    """Rebuilds a pickled QuantizedAdd (see QuantizedAdd.__reduce__)."""
+    if version != PICKLE_VERSION:
+        raise ValueError(f"QuantizedAdd pickle: state version {version!r} is not {PICKLE_VERSION} "
+                         f"(made by another synet version)")
+    context = QuantizedAdd()
+    if args is not None:
+        if not isinstance(args, tuple) or len(args) != 14:
+            raise ValueError(f"QuantizedAdd pickle: expected 14 init arguments, got {args!r:.80}")
+        context.init(*args[:13], axis=args[13])
+    return context
 
 
 _CACHE = _cache.cache("quantized_add")
