@@ -227,7 +227,7 @@ cdef _Weights _new_weights(_Geometry geo, weight, bias, params, int threads):
     with nogil:
         nonfinite = _pack(&geo.plan, &w, units, work, packed, threads)
     if planned.impl == planning.GEMM:
-        ws.packed[-64:] = 0   # the tail the micro-kernels may read past the last block
+        ws.packed[planned.packed_size - 64:] = 0   # the tail the micro-kernels may read past the last block
     ws.exact = planning.exact_weights(w32, planned) if nonfinite and planning.has_borders(planned) else None
     return ws
 
