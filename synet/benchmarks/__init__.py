@@ -234,12 +234,12 @@ def run_levels(levels: list[str], only: list[str] | None = None, repeats: int = 
     for workload, candidate in keys:
         cells = []
         for level in levels:
-            row = table.get((level, workload, candidate))
-            if row is None:
+            found = table.get((level, workload, candidate))
+            if found is None:
                 cells.append(f"{'-':>22}")
                 continue
-            median = f"{row['ms'] * 1e3:.2f}us" if row.get("micro") else f"{row['ms']:.3f}ms"
-            cells.append(f"{median + ' (' + format(row['vs_synet'], '.2f') + 'x)':>22}")
+            median = f"{found['ms'] * 1e3:.2f}us" if found.get("micro") else f"{found['ms']:.3f}ms"
+            cells.append(f"{median + ' (' + format(found['vs_synet'], '.2f') + 'x)':>22}")
         print(f"{workload if workload != last else '':<9}{candidate:<30}" + "".join(cells), file=out)
         last = workload
     if json_path:
