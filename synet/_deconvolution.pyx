@@ -592,14 +592,24 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     if entry is None:
         if w.dtype.kind not in "biuf" and w.dtype != BFLOAT16:
             raise ValueError(f"weight: expected real numbers, got dtype {w.dtype}")
-        conv, n, unbatched, shape = planning.functional_conv(x.shape, x.dtype, w.shape, stride, padding,
-                                                            output_padding, groups, dilation, layout, activation,
-                                                            out_dtype, out)
+        conv, n, unbatched, shape, kind = planning.functional_conv(x.shape, x.dtype, w.shape, stride, padding,
+                                                                  output_padding, groups, dilation, layout,
+                                                                  activation, out_dtype, out)
         dst_dtypes = (BFLOAT16, UINT16) if conv.dst_type == DataType.BFLOAT16 else (_FLOAT32,)
-        if n == 0 or min(shape) == 0:
+        if kind == "empty":
             entry = (None, None, shape, dst_dtypes)
         else:
             planned = _plan(n, conv, 0)
+            if kind == "bias":   # the zero source and weights of a 1x1 deconvolution give act(bias)
+                if out is not None:
+                    out = check_out(out, shape, dst_dtypes, {"x": x})
+                geo = _new_geometry(planned)
+                w = np.zeros(planned.weight_shape, np.float32)
+                x = np.zeros(planned.src_shape, np.float32)
+                weights = _new_weights(geo, w, bias, planning.params_array(planned, activation_params), threads,
+                                       False)
+                return _run(geo, weights, x, None, out.reshape(planned.dst_shape) if out is not None else None,
+                            threads, "conv_transpose2d").reshape(shape)
             entry = (_new_geometry(planned), planning.params_array(planned, activation_params), shape, dst_dtypes)
         if key is not None:
             _CACHE.put(key, entry)
