@@ -429,7 +429,7 @@ cdef class Deconvolution16b:
             dstC values; zeros when None.
         params : array_like of float, optional
             At least the values the activation uses (dstC slopes for PRELU; extras ignored);
-            None takes the defaults of SPEC §2.
+            None takes the activation's defaults.
         """
         cdef _State st = _ready(self)
         cdef _State new
@@ -561,7 +561,10 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
         Rows/columns added at the bottom/right, each < max(stride, dilation) of its axis.
     groups : int
     layout : {"NCHW", "NHWC"}
-    activation : Activation or name; activation_params : its parameters (SPEC §2 defaults when None).
+    activation : Activation or name
+        One of the 11 of ``synet.Activation`` (default identity).
+    activation_params : sequence of float, optional
+        Its parameters; the defaults when None (PRELU: C_out slopes).
     out_dtype : float32 or bfloat16, optional
         Default: out's dtype if given, else bfloat16 for a bfloat16 x, else float32.
     out : ndarray, optional
@@ -572,6 +575,15 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     -------
     ndarray
         ``H_out = (H − 1)·sH − top − bottom + dH·(kH − 1) + oH + 1`` (likewise W).
+
+    Examples
+    --------
+    >>> y = conv_transpose2d(np.ones((1, 2, 2, 2), np.float32), np.ones((2, 1, 3, 3), np.float32), stride=2,
+    ...                      padding=1)
+    >>> y[0, 0]
+    array([[2., 4., 2.],
+           [4., 8., 4.],
+           [2., 4., 2.]], dtype=float32)
     """
     cdef int threads = call_threads(n_threads)
     cdef _Geometry geo
@@ -606,11 +618,11 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
                 geo = _new_geometry(planned)
                 w = np.zeros(planned.weight_shape, np.float32)
                 x = np.zeros(planned.src_shape, np.float32)
-                weights = _new_weights(geo, w, bias, planning.params_array(planned, activation_params), threads,
+                weights = _new_weights(geo, w, bias, planning.params_array(planned, activation_params, "activation_params"), threads,
                                        False)
                 return _run(geo, weights, x, None, out.reshape(planned.dst_shape) if out is not None else None,
                             threads, "conv_transpose2d").reshape(shape)
-            entry = (_new_geometry(planned), planning.params_array(planned, activation_params), shape, dst_dtypes)
+            entry = (_new_geometry(planned), planning.params_array(planned, activation_params, "activation_params"), shape, dst_dtypes)
         if key is not None:
             _CACHE.put(key, entry)
     geometry, prm, shape, dst_dtypes = entry

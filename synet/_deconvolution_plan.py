@@ -317,9 +317,9 @@ def bias_array(bias: object, dst_c: int) -> np.ndarray:
     return b
 
 
-def params_array(planned: DeconvolutionPlan, params: object) -> np.ndarray:
+def params_array(planned: DeconvolutionPlan, params: object, name: str = "params") -> np.ndarray:
     conv = planned.conv
-    return activation_params(conv.activation, params, conv.dst_c, "params", allow_single_slope=False,
+    return activation_params(conv.activation, params, conv.dst_c, name, allow_single_slope=False,
                              allow_extra_slopes=True)
 
 

@@ -129,6 +129,8 @@ cdef class GatherElements:
     def init(self, data_type, index_type, index_const, index_users, outer, src_count, inner, idx_count):
         """(Re)initialise: src is [prod(outer), src_count, inner], idx and dst [prod(outer), idx_count, inner].
 
+        Identical arguments keep the context (and its analysed index); others rebuild it.
+
         Parameters
         ----------
         data_type : DataType, name or dtype
@@ -144,8 +146,6 @@ cdef class GatherElements:
         src_count, inner, idx_count : int
             Gathered-axis length of src, product of the dimensions after it, gathered-axis
             length of idx and dst.
-
-        Identical arguments keep the context (and its analysed index); others rebuild it.
         """
         geometry = planning.geometry(data_type, index_type, index_const, index_users, outer, src_count, inner,
                                      idx_count)
@@ -348,6 +348,15 @@ def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):
     ------
     IndexError
         An index outside [-size, size) of the axis: names its position, value, axis and size.
+
+    Examples
+    --------
+    >>> data = np.array([[1, 2], [3, 4]], np.float32)
+    >>> gather_elements(data, np.array([[0, 0], [1, 0]]), axis=1)
+    array([[1., 1.],
+           [4., 3.]], dtype=float32)
+    >>> gather_elements(data, np.array([[-1, 0]]), axis=0)
+    array([[3., 2.]], dtype=float32)
     """
     cdef int threads = call_threads(n_threads)
     cdef GatherPlan plan

@@ -267,6 +267,11 @@ def float32_to_bfloat16(x, *, rounding="nearest", out=None, n_threads=None):
     Returns
     -------
     ndarray of ml_dtypes.bfloat16 (or `out`)
+
+    Examples
+    --------
+    >>> float32_to_bfloat16(np.array([1.0, 1.01171875, -np.inf], np.float32))
+    array([1, 1.01562, -inf], dtype=bfloat16)
     """
     return _round_to_bf16(x, rounding, out, n_threads, (BFLOAT16, UINT16))
 
@@ -283,6 +288,11 @@ def bfloat16_to_float32(x, *, out=None, n_threads=None):
     Returns
     -------
     float32 ndarray (or `out`)
+
+    Examples
+    --------
+    >>> bfloat16_to_float32(np.array([0x3F80, 0xC000], np.uint16))
+    array([ 1., -2.], dtype=float32)
     """
     cdef int threads = call_threads(n_threads)
     array = np.asarray(x)
@@ -313,5 +323,10 @@ def round_to_bfloat16(x, *, rounding="nearest", out=None, n_threads=None):
     Returns
     -------
     float32 ndarray (or `out`)
+
+    Examples
+    --------
+    >>> round_to_bfloat16(np.array([1.01171875, 3.14159], np.float32))
+    array([1.015625, 3.140625], dtype=float32)
     """
     return _round_to_bf16(x, rounding, out, n_threads, (np.dtype(np.float32),))
