@@ -18,8 +18,10 @@ the specification is ambiguous, the decision is written in the docstring of the 
 
 Numerics: ConvTranspose computes as `synet.Deconvolution16b` does, whatever the ONNX type — the
 operands X and W are rounded to bfloat16 (nearest-even), the products are summed in float32, then the
-bias is added in float32. That is not ONNX's float32 arithmetic: expect relative differences of about
-2**-8 of ``sum(|x * w|)`` from a float32 runtime. GatherElements is an exact copy; QLinearAdd is the
+bias is added in float32. That is not ONNX's float32 arithmetic: each BF16 operand is within 2**-8
+(relative) of the float32 one, so an output may differ from a float32 runtime's by up to about
+2**-7 * ``sum(|x * w|)`` over its terms (typically far less, the rounding errors cancel).
+GatherElements is an exact copy; QLinearAdd is the
 formula of the specification with round-half-to-even (SPEC section 5).
 
 Examples
@@ -41,8 +43,8 @@ import numpy as np
 
 try:
     from onnx.reference.op_run import OpRun
-except ImportError as exc:  # pragma: no cover - exercised only without onnx
-    raise ImportError("synet.onnx needs the onnx package (>= 1.15): pip install 'synet[onnx]'") from exc
+except ImportError:  # pragma: no cover - exercised only without onnx (the cause stays chained)
+    raise ImportError("synet.onnx needs the onnx package (>= 1.15): pip install 'synet[onnx]'")
 
 import ml_dtypes
 
@@ -207,8 +209,9 @@ def conv_transpose_geometry(x_shape: Sequence[int], w_shape: Sequence[int], *, a
 
     * with ``pads`` (or none; auto_pad NOTSET): ``out = F + op - pads[i] - pads[i + n]``;
       ``auto_pad=VALID`` is pads of 0;
-    * with ``output_shape`` (its n spatial sizes; the [N, M, spatial...] form older exporters write is
-      accepted too, its N and M checked against X and W): ``out = output_shape[i]``,
+    * with ``output_shape`` (its n spatial sizes, the specification's form; a full [N, M, spatial...]
+      list is accepted too, its N and M checked against X and W — onnxruntime's shape inference
+      refuses that form): ``out = output_shape[i]``,
       ``total = F + op - out``; SAME_UPPER: ``pads = (total // 2, total - total // 2)``, any other
       auto_pad (NOTSET, SAME_LOWER, VALID): ``pads = (total - total // 2, total // 2)``. ``pads`` is
       then ignored (as the specification says; it is still checked for form). ``auto_pad`` only
@@ -610,7 +613,8 @@ class ConvTranspose(OpRun):
     """ConvTranspose (ai.onnx, 1-D, 2-D and 3-D) for ``onnx.reference.ReferenceEvaluator``, by synet.
 
     It computes as `synet.Deconvolution16b` does: X and W rounded to bfloat16, products summed in
-    float32, plus B — not float32 arithmetic (about 2**-8 of ``sum(|x * w|)`` from a float32 runtime).
+    float32, plus B — not float32 arithmetic (up to about 2**-7 * ``sum(|x * w|)`` from a float32
+    runtime).
     float16 / float64 / bfloat16 models compute the same way and get Y in their own type. Attributes
     are resolved by `conv_transpose_geometry`; see `conv_transpose`.
     """
