@@ -614,9 +614,15 @@ class ConvTranspose(OpRun):
 
     It computes as `synet.Deconvolution16b` does: X and W rounded to bfloat16, products summed in
     float32, plus B — not float32 arithmetic (up to about 2**-7 * ``sum(|x * w|)`` from a float32
-    runtime).
-    float16 / float64 / bfloat16 models compute the same way and get Y in their own type. Attributes
-    are resolved by `conv_transpose_geometry`; see `conv_transpose`.
+    runtime). float16 / float64 / bfloat16 models compute the same way and get Y in their own type.
+    Attributes are resolved by `conv_transpose_geometry`; see `conv_transpose`.
+
+    Versions: the attribute rules are those of ConvTranspose-11 and -22 (identical). ConvTranspose-1
+    (models importing ai.onnx opset 1 to 10) defined ``auto_pad`` SAME as "output size = input size"
+    and split an ``output_shape``'s padding the other way round (contradicting its own prose); such a
+    node — SAME_UPPER / SAME_LOWER or output_shape under opset < 11 — raises NotImplementedError
+    rather than be given the newer meaning. Its other nodes (pads, VALID) mean the same in every
+    version and run.
     """
 
     op_domain = ""
@@ -624,6 +630,14 @@ class ConvTranspose(OpRun):
     def _run(self, X, W, B=None, auto_pad=None, dilations=None, group=None,  # type: ignore[override]
              kernel_shape=None, output_padding=None, output_shape=None, pads=None, strides=None, **extra):
         _no_unknown("ConvTranspose", extra)
+        opsets = self.run_params.get("opsets") or {}
+        opset = opsets.get("", opsets.get("ai.onnx"))
+        if opset is not None and opset < 11 and (output_shape is not None or
+                                                 _auto_pad(auto_pad) in ("SAME_UPPER", "SAME_LOWER")):
+            raise NotImplementedError(
+                f"ConvTranspose under ai.onnx opset {opset} (ConvTranspose-1) with "
+                f"{'output_shape' if output_shape is not None else 'auto_pad=' + _auto_pad(auto_pad)}: "
+                f"ConvTranspose-1 defines these differently from ConvTranspose-11+, which synet implements")
         return (conv_transpose(X, W, B, auto_pad=auto_pad, dilations=dilations, group=1 if group is None else group,
                                kernel_shape=kernel_shape, output_padding=output_padding, output_shape=output_shape,
                                pads=pads, strides=strides),)

@@ -487,6 +487,23 @@ def test_conv_transpose_bad_inputs():
         sonnx.conv_transpose(x, w, np.ones(3, np.float16))
 
 
+def test_opset_10_models():
+    """ConvTranspose-1 (opsets 1-10) meant something else by SAME and output_shape: refused there;
+    pads and VALID mean the same in every version."""
+    x = np.ones((1, 1, 3, 3), np.float32)
+    w = np.ones((1, 1, 3, 3), np.float32)
+    for attrs in (dict(auto_pad="SAME_UPPER", strides=[2, 2]), dict(output_shape=[6, 6], strides=[2, 2])):
+        model = convt_model(x.shape, w.shape, **attrs)
+        model.opset_import[0].version = 10
+        with pytest.raises(NotImplementedError, match="ConvTranspose-1"):
+            run_synet(model, {"X": x, "W": w})
+    model = convt_model(x.shape, w.shape, pads=[1, 0, 0, 1], strides=[2, 2])
+    model.opset_import[0].version = 10
+    got = run_synet(model, {"X": x, "W": w})[0]
+    ref, _ = convt_ref(x, w, None, dict(pads=[1, 0, 0, 1], strides=[2, 2]))
+    np.testing.assert_array_equal(got, ref)
+
+
 def test_op_bad_attribute_through_evaluator():
     model = convt_model((1, 1, 3, 3), (1, 1, 3, 3), auto_pad="SAME")
     with pytest.raises(ValueError, match="auto_pad"):
