@@ -22,8 +22,14 @@ from ._kernels import (
     round_to_bfloat16,
     set_num_threads,
 )
-from ._conv_params import ConvParams
-from ._deconvolution import Deconvolution16b, conv_transpose2d
+from ._conv_params import ConvParams, ConvParams3d
+from ._deconvolution import (
+    Deconvolution3d16b,
+    Deconvolution16b,
+    conv_transpose1d,
+    conv_transpose2d,
+    conv_transpose3d,
+)
 from ._gather import GatherElements, gather_elements
 from ._quantized_add import QuantizedAdd, quantized_add
 from ._types import Activation, Compatibility, DataType, TensorFormat
@@ -33,8 +39,10 @@ __all__ = [
     "Activation",
     "Compatibility",
     "ConvParams",
+    "ConvParams3d",
     "DataType",
     "Deconvolution16b",
+    "Deconvolution3d16b",
     "GatherElements",
     "InternalError",
     "QuantizedAdd",
@@ -43,7 +51,9 @@ __all__ = [
     "bfloat16_to_float32",
     "clear_plan_cache",
     "config",
+    "conv_transpose1d",
     "conv_transpose2d",
+    "conv_transpose3d",
     "float32_to_bfloat16",
     "gather_elements",
     "get_include",

@@ -99,16 +99,20 @@ cdef extern from "deconvolution.h" nogil:
     ctypedef struct synet_deconv_plan:
         int impl, micro, src_bf16, dst_bf16, nhwc, direct, act
         Py_ssize_t buf_size
-        Py_ssize_t batch, src_c, src_h, src_w, dst_c, dst_h, dst_w, group, cg_in, cg_out
-        Py_ssize_t kernel_y, kernel_x, dilation_y, dilation_x, stride_y, stride_x, pad_top, pad_left
-        Py_ssize_t padded_h, padded_w, pad_low_y, pad_low_x, cg_padded, pixel_stride, padded_image
+        Py_ssize_t batch, src_c, src_d, src_h, src_w, dst_c, dst_d, dst_h, dst_w, group, cg_in, cg_out
+        Py_ssize_t kernel_z, kernel_y, kernel_x, dilation_z, dilation_y, dilation_x, stride_z, stride_y, stride_x
+        Py_ssize_t pad_front, pad_top, pad_left
+        Py_ssize_t padded_d, padded_h, padded_w, pad_low_z, pad_low_y, pad_low_x, cg_padded, pixel_stride
+        Py_ssize_t padded_image
         Py_ssize_t kpairs, block_width, nblocks, nrows, nunits, ntasks, dst_image, pad_rows
         const int64_t* phase_taps
         const int64_t* phase_tap0
         const int64_t* tap_offsets
+        const int64_t* tap_kz
         const int64_t* tap_ky
         const int64_t* tap_kx
         const int64_t* row_phase
+        const int64_t* row_z
         const int64_t* row_index
         const int64_t* col_first
         const int64_t* col_count
@@ -125,12 +129,13 @@ cdef extern from "deconvolution.h" nogil:
         const float* depthwise
         int exact_borders
         Py_ssize_t nborder_x
+        const int64_t* border_z
         const int64_t* border_y
         const int64_t* border_x
         const float* exact_weights
     ctypedef struct synet_deconv_weights:
         const float* w
-        Py_ssize_t ci_step, co_step, ky_step, kx_step
+        Py_ssize_t ci_step, co_step, kz_step, ky_step, kx_step
     ctypedef struct synet_deconv_kernels:
         const char* level
         int micro_bf16, micro_amx

@@ -36,7 +36,7 @@ import numpy as np
 from . import _cache
 from . import _deconvolution_plan as planning
 from ._arrays import UINT16, check_buffer, check_out, internal_error, require_array
-from ._conv_params import ConvParams
+from ._conv_params import ConvParams, ConvParams3d
 from ._types import BFLOAT16, DataType
 
 cnp.import_array()
@@ -79,13 +79,14 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
         return SYNET_VALUE_ERROR
     if (p.impl != SYNET_DECONV_GEMM and p.impl != SYNET_DECONV_DEPTHWISE) or p.act < 0 or p.act >= SYNET_ACT_COUNT:
         return SYNET_VALUE_ERROR
-    if min(p.batch, p.src_c, p.src_h, p.src_w, p.dst_c, p.dst_h, p.dst_w, p.group, p.stride_y, p.stride_x) < 1 or \
-            min(p.cg_in, p.cg_out, p.padded_h, p.padded_w, p.nrows, p.ntasks, p.kernel_y, p.kernel_x) < 1 or \
-            min(p.dilation_y, p.dilation_x) < 1 or p.buf_size < 0 or p.pad_rows < 0 or \
-            p.dst_image != p.dst_h * p.dst_w * p.dst_c:
+    if min(p.batch, p.src_c, p.src_d, p.src_h, p.src_w, p.dst_c, p.dst_d, p.dst_h, p.dst_w, p.group) < 1 or \
+            min(p.stride_z, p.stride_y, p.stride_x, p.kernel_z, p.kernel_y, p.kernel_x) < 1 or \
+            min(p.cg_in, p.cg_out, p.padded_d, p.padded_h, p.padded_w, p.nrows, p.ntasks) < 1 or \
+            min(p.dilation_z, p.dilation_y, p.dilation_x) < 1 or p.buf_size < 0 or p.pad_rows < 0 or \
+            p.dst_image != p.dst_d * p.dst_h * p.dst_w * p.dst_c:
         return SYNET_VALUE_ERROR
     if p.phase_taps == NULL or p.phase_tap0 == NULL or p.tap_offsets == NULL or p.row_phase == NULL or \
-            p.row_index == NULL or p.col_first == NULL or p.col_count == NULL:
+            p.row_z == NULL or p.row_index == NULL or p.col_first == NULL or p.col_count == NULL:
         return SYNET_VALUE_ERROR
     if p.impl == SYNET_DECONV_GEMM and (
             (p.direct and not (p.src_bf16 and p.nhwc and p.micro != SYNET_MICRO_FP32)) or
@@ -95,7 +96,8 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
                                              p.seg_doff == NULL or p.seg_m == NULL or p.seg_phase == NULL)) or
             (p.micro != SYNET_MICRO_FP32 and p.micro != SYNET_MICRO_BF16 and p.micro != SYNET_MICRO_AMX)):
         return SYNET_VALUE_ERROR   # a kernel this build, CPU or process cannot run
-    if p.exact_borders and (p.border_y == NULL or p.border_x == NULL or p.nborder_x < 0 or p.nborder_x > p.dst_w):
+    if p.exact_borders and (p.border_z == NULL or p.border_y == NULL or p.border_x == NULL or p.nborder_x < 0 or
+                            p.nborder_x > p.dst_w):
         return SYNET_VALUE_ERROR
     if p.bias == NULL or p.params == NULL or \
             (p.weights == NULL or p.weight_offsets == NULL if p.impl == SYNET_DECONV_GEMM else p.depthwise == NULL) or \
@@ -120,7 +122,7 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
         if p.micro == SYNET_MICRO_AMX and p.impl == SYNET_DECONV_GEMM:
             K.amx_release()
         if p.exact_borders:   # after the barrier that ends the main pass: overwrite its border outputs
-            for t in prange(p.batch * p.group * p.dst_h, schedule="guided"):
+            for t in prange(p.batch * p.group * p.dst_d * p.dst_h, schedule="guided"):
                 K.border_task(p, src, dst, t)
     if rows != &one_rows[0]:
         free(rows)
@@ -151,7 +153,7 @@ cdef class _Geometry:
     cdef dict tables
     cdef object src_dtype, src_alt, dst_dtype, dst_alt
     cdef Py_ssize_t src_size, dst_size, weight_size, packed_size, pack_units
-    cdef Py_ssize_t weight_steps[4]
+    cdef Py_ssize_t weight_steps[5]
     cdef tuple dst_shape
     cdef object zero_bias          # read-only zeros: the bias of set_params(bias=None)
 
@@ -171,18 +173,22 @@ cdef _Geometry _new_geometry(planned):
     geo.dst_shape = planned.dst_shape
     geo.weight_size = int(np.prod(planned.weight_shape))
     geo.packed_size, geo.pack_units = planned.packed_size, planned.pack_units
-    for i in range(4):
+    for i in range(5):
         geo.weight_steps[i] = planned.weight_steps[i]
-    geo.zero_bias = np.zeros(planned.conv.dst_c, np.float32)
+    geo.zero_bias = np.zeros(planned.geometry.dst_c, np.float32)
     geo.zero_bias.flags.writeable = False
     p.impl, p.micro, p.src_bf16, p.dst_bf16 = s["impl"], s["micro"], s["src_bf16"], s["dst_bf16"]
     p.nhwc, p.direct, p.act, p.buf_size = s["nhwc"], s["direct"], s["act"], s["buf_size"]
-    p.batch, p.src_c, p.src_h, p.src_w = s["batch"], s["src_c"], s["src_h"], s["src_w"]
-    p.dst_c, p.dst_h, p.dst_w, p.group = s["dst_c"], s["dst_h"], s["dst_w"], s["group"]
-    p.cg_in, p.cg_out, p.kernel_y, p.kernel_x = s["cg_in"], s["cg_out"], s["kernel_y"], s["kernel_x"]
-    p.dilation_y, p.dilation_x, p.stride_y, p.stride_x = s["dilation_y"], s["dilation_x"], s["stride_y"], s["stride_x"]
-    p.pad_top, p.pad_left, p.padded_h, p.padded_w = s["pad_top"], s["pad_left"], s["padded_h"], s["padded_w"]
-    p.pad_low_y, p.pad_low_x, p.cg_padded, p.pixel_stride = s["pad_low_y"], s["pad_low_x"], s["cg_padded"], s["pixel_stride"]
+    p.batch, p.src_c, p.src_d, p.src_h, p.src_w = s["batch"], s["src_c"], s["src_d"], s["src_h"], s["src_w"]
+    p.dst_c, p.dst_d, p.dst_h, p.dst_w, p.group = s["dst_c"], s["dst_d"], s["dst_h"], s["dst_w"], s["group"]
+    p.cg_in, p.cg_out = s["cg_in"], s["cg_out"]
+    p.kernel_z, p.kernel_y, p.kernel_x = s["kernel_z"], s["kernel_y"], s["kernel_x"]
+    p.dilation_z, p.dilation_y, p.dilation_x = s["dilation_z"], s["dilation_y"], s["dilation_x"]
+    p.stride_z, p.stride_y, p.stride_x = s["stride_z"], s["stride_y"], s["stride_x"]
+    p.pad_front, p.pad_top, p.pad_left = s["pad_front"], s["pad_top"], s["pad_left"]
+    p.padded_d, p.padded_h, p.padded_w = s["padded_d"], s["padded_h"], s["padded_w"]
+    p.pad_low_z, p.pad_low_y, p.pad_low_x = s["pad_low_z"], s["pad_low_y"], s["pad_low_x"]
+    p.cg_padded, p.pixel_stride = s["cg_padded"], s["pixel_stride"]
     p.padded_image, p.kpairs, p.block_width, p.nblocks = s["padded_image"], s["kpairs"], s["block_width"], s["nblocks"]
     p.nrows, p.nunits, p.ntasks, p.dst_image = s["nrows"], s["nunits"], s["ntasks"], s["dst_image"]
     p.pad_rows, p.nborder_x = s["pad_rows"], s["nborder_x"]
@@ -190,9 +196,11 @@ cdef _Geometry _new_geometry(planned):
     p.phase_taps = <const int64_t*>data_of(t["phase_taps"])
     p.phase_tap0 = <const int64_t*>data_of(t["phase_tap0"])
     p.tap_offsets = <const int64_t*>data_of(t["tap_offsets"])
+    p.tap_kz = <const int64_t*>data_of(t["tap_kz"])
     p.tap_ky = <const int64_t*>data_of(t["tap_ky"])
     p.tap_kx = <const int64_t*>data_of(t["tap_kx"])
     p.row_phase = <const int64_t*>data_of(t["row_phase"])
+    p.row_z = <const int64_t*>data_of(t["row_z"])
     p.row_index = <const int64_t*>data_of(t["row_index"])
     p.col_first = <const int64_t*>data_of(t["col_first"])
     p.col_count = <const int64_t*>data_of(t["col_count"])
@@ -202,6 +210,7 @@ cdef _Geometry _new_geometry(planned):
     p.seg_doff = <const int64_t*>data_of(t["seg_doff"])
     p.seg_m = <const int64_t*>data_of(t["seg_m"])
     p.seg_phase = <const int64_t*>data_of(t["seg_phase"])
+    p.border_z = <const int64_t*>data_of(t["border_z"])
     p.border_y = <const int64_t*>data_of(t["border_y"])
     p.border_x = <const int64_t*>data_of(t["border_x"])
     p.weight_offsets = <const int64_t*>data_of(t["weight_offsets"])
@@ -211,8 +220,8 @@ cdef _Geometry _new_geometry(planned):
     return geo
 
 
-def _plan(batch, conv, compatibility):
-    return planning.plan(batch, conv, compatibility, bool(K.micro_bf16), bool(K.micro_amx), amx_available)
+def _plan(batch, conv, compatibility, dims=None):
+    return planning.plan(batch, conv, compatibility, bool(K.micro_bf16), bool(K.micro_amx), amx_available, dims)
 
 
 @cython.final
@@ -238,12 +247,12 @@ cdef _Weights _new_weights(_Geometry geo, weight, bias, params, int threads, bin
     elif not own and is_float32_array(bias, geo.plan.dst_c):
         ws.bias = bias
     else:
-        ws.bias = planning.bias_array(bias, geo.plan.dst_c)
+        ws.bias = planning.bias_array(bias, planned.geometry.dst_c)
     ws.params = params
     ws.packed = new_array(_FLOAT32 if depthwise else UINT16, 1, &size)
     w.w = <const float*>data_of(w32)
-    w.ci_step, w.co_step, w.ky_step, w.kx_step = geo.weight_steps[0], geo.weight_steps[1], geo.weight_steps[2], \
-        geo.weight_steps[3]
+    w.ci_step, w.co_step, w.kz_step = geo.weight_steps[0], geo.weight_steps[1], geo.weight_steps[2]
+    w.ky_step, w.kx_step = geo.weight_steps[3], geo.weight_steps[4]
     cdef char* packed = <char*>data_of(ws.packed)
     with nogil:
         nonfinite = _pack(&geo.plan, &w, geo.pack_units, size, packed, threads)
@@ -324,7 +333,6 @@ cdef inline _State _ready(Deconvolution16b context):
     return <_State>context._state
 
 
-@cython.final
 cdef class Deconvolution16b:
     """Context of a BF16/FP32 transposed convolution (Simd's SynetDeconvolution16b).
 
@@ -341,6 +349,8 @@ cdef class Deconvolution16b:
     >>> d.forward(np.ones((1, 3, 3, 4), np.float32)).shape
     (1, 6, 6, 4)
     """
+
+    _conv_type = ConvParams
 
     def __cinit__(self):
         self._state = None
@@ -374,8 +384,9 @@ cdef class Deconvolution16b:
             raise TypeError(f"batch: expected an int, got {type(batch).__name__}")
         if batch < 1:
             raise ValueError(f"batch: expected an int >= 1, got {batch}")
-        if not isinstance(conv, ConvParams):
-            raise TypeError(f"conv: expected a synet.ConvParams, got {type(conv).__name__}")
+        expected = type(self)._conv_type
+        if type(conv) is not expected:
+            raise TypeError(f"conv: expected a synet.{expected.__name__}, got {type(conv).__name__}")
         key = (int(batch), planning.validate(conv), int(planning.as_compatibility(compatibility)))
         cdef _State st
         with self._lock:
@@ -507,10 +518,10 @@ def _restore(version, key, data):
     if version != PICKLE_VERSION:
         raise ValueError(f"Deconvolution16b pickle: state version {version!r} is not {PICKLE_VERSION} "
                          f"(made by another synet version)")
-    context = Deconvolution16b()
+    if key is not None and (not isinstance(key, tuple) or len(key) != 3):
+        raise ValueError(f"Deconvolution16b pickle: expected (batch, conv, compatibility), got {key!r:.80}")
+    context = Deconvolution3d16b() if key is not None and isinstance(key[1], ConvParams3d) else Deconvolution16b()
     if key is not None:
-        if not isinstance(key, tuple) or len(key) != 3:
-            raise ValueError(f"Deconvolution16b pickle: expected (batch, conv, compatibility), got {key!r:.80}")
         context.init(*key)
         if data is not None:
             if not isinstance(data, tuple) or len(data) != 3:
@@ -519,10 +530,32 @@ def _restore(version, key, data):
     return context
 
 
-# ---------------------------------------------------------------------------------------------
-# The functional form
+@cython.final
+cdef class Deconvolution3d16b(Deconvolution16b):
+    """Context of a BF16/FP32 3-D transposed convolution: `Deconvolution16b` for volumes.
 
-_CACHE = _cache.cache("conv_transpose2d")
+    ``dst = act(bias + conv_transpose(bf16(src), bf16(weight)))`` with FP32 accumulation, geometry from a
+    `ConvParams3d`. Channels first: src [N, srcC, D, H, W] with weight [srcC, dstC/group, kD, kH, kW]
+    (PyTorch's ConvTranspose3d); channels last: src [N, D, H, W, srcC] with weight [srcC, kD, kH, kW,
+    dstC/group]. The kernels split the output into stride_d·stride_h·stride_w phases, each a stride-1
+    implicit GEMM (or depthwise pass) over its taps: not a loop of 2-D calls over depth.
+
+    Examples
+    --------
+    >>> conv = ConvParams3d.deconvolution(2, 2, 2, 2, 3, kernel=2, stride=2)
+    >>> d = Deconvolution3d16b(1, conv)
+    >>> d.set_params(np.ones(2 * 3 * 8, np.float32))
+    >>> d.forward(np.ones((1, 2, 2, 2, 2), np.float32)).shape
+    (1, 3, 4, 4, 4)
+    """
+
+    _conv_type = ConvParams3d
+
+
+# ---------------------------------------------------------------------------------------------
+# The functional forms
+
+_CACHES = {dims: _cache.cache(f"conv_transpose{dims}d") for dims in (1, 2, 3)}
 
 
 def _as_operand(x, str name):
@@ -535,6 +568,66 @@ def _as_operand(x, str name):
     if array.dtype.kind in "biuf":
         return array.astype(np.float32)
     raise ValueError(f"{name}: expected real numbers (float32, bfloat16, float64, ...), got dtype {array.dtype}")
+
+
+cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_padding, groups, dilation, layout,
+                            activation, activation_params, out_dtype, out, n_threads):
+    """conv_transpose{dims}d: the plan of the geometry from the cache (or planned and cached), the weights
+    packed for this call, one run."""
+    cdef int threads = call_threads(n_threads)
+    cdef _Geometry geo
+    cache = _CACHES[dims]
+    if not (cnp.PyArray_Check(x) and (<cnp.ndarray>x).dtype is _FLOAT32):
+        x = _as_operand(x, "x")
+    w = weight if cnp.PyArray_Check(weight) else np.asarray(weight)
+    if out is not None:
+        out = require_array(out, "out")
+    slow = _cache.key_of
+    try:
+        key = (x.shape, x.dtype.num, w.shape, key_part(stride, slow), key_part(padding, slow),
+               key_part(output_padding, slow), key_part(groups, slow), key_part(dilation, slow),
+               key_part(layout, slow), key_part(activation, slow), key_part(activation_params, slow),
+               key_part(out_dtype, slow), None if out is None else out.dtype.num)
+    except TypeError:
+        key = None
+    entry = cache.get(key) if key is not None else None
+    if entry is None:
+        if w.dtype.kind not in "biuf" and w.dtype != BFLOAT16:
+            raise ValueError(f"weight: expected real numbers, got dtype {w.dtype}")
+        conv, n, unbatched, shape, kind = planning.functional_conv(dims, x.shape, x.dtype, w.shape, stride, padding,
+                                                                  output_padding, groups, dilation, layout,
+                                                                  activation, out_dtype, out)
+        bf16_out = out_dtype is not None and planning.as_data_type(out_dtype, "out_dtype") == DataType.BFLOAT16 or \
+            out_dtype is None and ((out is not None and out.dtype in (BFLOAT16, UINT16)) or
+                                   (out is None and x.dtype == BFLOAT16))
+        dst_dtypes = (BFLOAT16, UINT16) if bf16_out else (_FLOAT32,)
+        if kind == "empty":
+            entry = (None, None, shape, dst_dtypes)
+        else:
+            planned = _plan(n, conv, 0, 1 if dims == 1 else None)
+            if kind == "bias":   # the zero source and weights of a 1x1 deconvolution give act(bias)
+                if out is not None:
+                    out = check_out(out, shape, dst_dtypes, {"x": x})
+                geo = _new_geometry(planned)
+                w = np.zeros(planned.weight_shape, np.float32)
+                x = np.zeros(planned.src_shape, np.float32)
+                weights = _new_weights(geo, w, bias, planning.params_array(planned, activation_params, "activation_params"), threads,
+                                       False)
+                return _run(geo, weights, x, None, out.reshape(planned.dst_shape) if out is not None else None,
+                            threads, f"conv_transpose{dims}d").reshape(shape)
+            entry = (_new_geometry(planned), planning.params_array(planned, activation_params, "activation_params"), shape, dst_dtypes)
+        if key is not None:
+            cache.put(key, entry)
+    geometry, prm, shape, dst_dtypes = entry
+    if out is not None:
+        out = check_out(out, shape, dst_dtypes, {"x": x})
+    if geometry is None:   # an empty batch or output: the right shape, no kernel
+        return out if out is not None else np.empty(shape, dst_dtypes[0])
+    geo = <_Geometry>geometry
+    weights = _new_weights(geo, w, bias, prm, threads, False)
+    result = _run(geo, weights, np.ascontiguousarray(x), None,
+                  out if out is not None else new_like(geo.dst_dtype, shape), threads, f"conv_transpose{dims}d")
+    return result
 
 
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1, *,
@@ -585,53 +678,89 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
            [4., 8., 4.],
            [2., 4., 2.]], dtype=float32)
     """
-    cdef int threads = call_threads(n_threads)
-    cdef _Geometry geo
-    if not (cnp.PyArray_Check(x) and (<cnp.ndarray>x).dtype is _FLOAT32):
-        x = _as_operand(x, "x")
-    w = weight if cnp.PyArray_Check(weight) else np.asarray(weight)
-    if out is not None:
-        out = require_array(out, "out")
-    slow = _cache.key_of
-    try:
-        key = (x.shape, x.dtype.num, w.shape, key_part(stride, slow), key_part(padding, slow),
-               key_part(output_padding, slow), key_part(groups, slow), key_part(dilation, slow),
-               key_part(layout, slow), key_part(activation, slow), key_part(activation_params, slow),
-               key_part(out_dtype, slow), None if out is None else out.dtype.num)
-    except TypeError:
-        key = None
-    entry = _CACHE.get(key) if key is not None else None
-    if entry is None:
-        if w.dtype.kind not in "biuf" and w.dtype != BFLOAT16:
-            raise ValueError(f"weight: expected real numbers, got dtype {w.dtype}")
-        conv, n, unbatched, shape, kind = planning.functional_conv(x.shape, x.dtype, w.shape, stride, padding,
-                                                                  output_padding, groups, dilation, layout,
-                                                                  activation, out_dtype, out)
-        dst_dtypes = (BFLOAT16, UINT16) if conv.dst_type == DataType.BFLOAT16 else (_FLOAT32,)
-        if kind == "empty":
-            entry = (None, None, shape, dst_dtypes)
-        else:
-            planned = _plan(n, conv, 0)
-            if kind == "bias":   # the zero source and weights of a 1x1 deconvolution give act(bias)
-                if out is not None:
-                    out = check_out(out, shape, dst_dtypes, {"x": x})
-                geo = _new_geometry(planned)
-                w = np.zeros(planned.weight_shape, np.float32)
-                x = np.zeros(planned.src_shape, np.float32)
-                weights = _new_weights(geo, w, bias, planning.params_array(planned, activation_params, "activation_params"), threads,
-                                       False)
-                return _run(geo, weights, x, None, out.reshape(planned.dst_shape) if out is not None else None,
-                            threads, "conv_transpose2d").reshape(shape)
-            entry = (_new_geometry(planned), planning.params_array(planned, activation_params, "activation_params"), shape, dst_dtypes)
-        if key is not None:
-            _CACHE.put(key, entry)
-    geometry, prm, shape, dst_dtypes = entry
-    if out is not None:
-        out = check_out(out, shape, dst_dtypes, {"x": x})
-    if geometry is None:   # an empty batch or output: the right shape, no kernel
-        return out if out is not None else np.empty(shape, dst_dtypes[0])
-    geo = <_Geometry>geometry
-    weights = _new_weights(geo, w, bias, prm, threads, False)
-    result = _run(geo, weights, np.ascontiguousarray(x), None,
-                  out if out is not None else new_like(geo.dst_dtype, shape), threads, "conv_transpose2d")
-    return result
+    return _conv_transpose(2, x, weight, bias, stride, padding, output_padding, groups, dilation, layout,
+                           activation, activation_params, out_dtype, out, n_threads)
+
+
+def conv_transpose1d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1, *,
+                     layout="NCL", activation="identity", activation_params=None, out_dtype=None, out=None,
+                     n_threads=None):
+    """Transposed 1-D convolution with PyTorch's ``conv_transpose1d`` arguments, BF16 inputs, FP32 sums.
+
+    ``out = act(bias + conv_transpose(bf16(x), bf16(weight)))``: the 2-D kernels with height 1 (the
+    arrays are used as they are, no copy). Plans are cached like `conv_transpose2d`'s.
+
+    Parameters
+    ----------
+    x : array_like
+        NCL [N, C_in, L] (or [C_in, L]); with ``layout="NLC"`` [N, L, C_in] (or [L, C_in]).
+        float32 or bfloat16 (ml_dtypes, or uint16 raw bits); other real dtypes become float32.
+    weight : array_like
+        NCL: [C_in, C_out/groups, kL] (PyTorch's); NLC: [C_in, kL, C_out/groups].
+    bias : array_like of C_out, optional
+    stride, dilation, output_padding : int or (int,)
+    padding : int, (p,) or (begin, end)
+    groups : int
+    layout : {"NCL", "NLC"}
+    activation : Activation or name
+        One of the 11 of ``synet.Activation`` (default identity).
+    activation_params : sequence of float, optional
+        Its parameters; the defaults when None (PRELU: C_out slopes).
+    out_dtype : float32 or bfloat16, optional
+    out : ndarray, optional
+    n_threads : int, optional
+
+    Returns
+    -------
+    ndarray
+        ``L_out = (L − 1)·s − begin − end + d·(k − 1) + output_padding + 1``.
+
+    Examples
+    --------
+    >>> conv_transpose1d(np.ones((1, 2, 3), np.float32), np.ones((2, 1, 2), np.float32), stride=2)
+    array([[[2., 2., 2., 2., 2., 2.]]], dtype=float32)
+    """
+    return _conv_transpose(1, x, weight, bias, stride, padding, output_padding, groups, dilation, layout,
+                           activation, activation_params, out_dtype, out, n_threads)
+
+
+def conv_transpose3d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1, *,
+                     layout="NCDHW", activation="identity", activation_params=None, out_dtype=None, out=None,
+                     n_threads=None):
+    """Transposed 3-D convolution with PyTorch's ``conv_transpose3d`` arguments, BF16 inputs, FP32 sums.
+
+    ``out = act(bias + conv_transpose(bf16(x), bf16(weight)))``; see `Deconvolution3d16b`. Plans are
+    cached like `conv_transpose2d`'s.
+
+    Parameters
+    ----------
+    x : array_like
+        NCDHW [N, C_in, D, H, W] (or [C_in, D, H, W]); with ``layout="NDHWC"`` [N, D, H, W, C_in].
+        float32 or bfloat16 (ml_dtypes, or uint16 raw bits); other real dtypes become float32.
+    weight : array_like
+        NCDHW: [C_in, C_out/groups, kD, kH, kW] (PyTorch's); NDHWC: [C_in, kD, kH, kW, C_out/groups].
+    bias : array_like of C_out, optional
+    stride, dilation, output_padding : int or (d, h, w)
+    padding : int, (d, h, w) or (front, top, left, back, bottom, right)
+    groups : int
+    layout : {"NCDHW", "NDHWC"}
+    activation : Activation or name
+        One of the 11 of ``synet.Activation`` (default identity).
+    activation_params : sequence of float, optional
+        Its parameters; the defaults when None (PRELU: C_out slopes).
+    out_dtype : float32 or bfloat16, optional
+    out : ndarray, optional
+    n_threads : int, optional
+
+    Returns
+    -------
+    ndarray
+        Each of D, H, W: ``(size − 1)·s − begin − end + d·(k − 1) + output_padding + 1``.
+
+    Examples
+    --------
+    >>> conv_transpose3d(np.ones((1, 2, 1, 1, 1), np.float32), np.ones((2, 3, 2, 2, 2), np.float32)).shape
+    (1, 3, 2, 2, 2)
+    """
+    return _conv_transpose(3, x, weight, bias, stride, padding, output_padding, groups, dilation, layout,
+                           activation, activation_params, out_dtype, out, n_threads)

@@ -1,9 +1,11 @@
-"""Deconvolution16b planning: argument checks, the phase decomposition and every table the kernels read
-(pure Python; synet/_deconvolution.pyx turns a plan into the C struct of synet/src/deconvolution.h).
+"""Deconvolution planning (1-D, 2-D, 3-D): argument checks, the phase decomposition and every table the
+kernels read (pure Python; synet/_deconvolution.pyx turns a plan into the C struct of
+synet/src/deconvolution.h).
 
-Output pixel o = r - pad_begin + stride * j of an axis belongs to phase r < stride; it takes kernel tap
-k when (r - k * dilation) % stride == 0, from input i = j + (r - k * dilation) // stride. Each phase
-(ry, rx) is a stride-1 convolution over its taps: an implicit GEMM over (taps x input channels).
+Every geometry is planned as 3-D (2-D: depth 1; 1-D: depth and height 1). Output pixel
+o = r - pad_begin + stride * j of an axis belongs to phase r < stride; it takes kernel tap k when
+(r - k * dilation) % stride == 0, from input i = j + (r - k * dilation) // stride. Each phase (rz, ry, rx)
+is a stride-1 convolution over its taps: an implicit GEMM over (taps x input channels).
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import dataclasses
 import numpy as np
 
 from ._activations import activation_params
-from ._conv_params import ConvParams, deconvolution_size
-from ._types import BFLOAT16, Activation, Compatibility, DataType, TensorFormat, as_activation, as_compatibility
+from ._conv_params import ConvParams, ConvParams3d, deconvolution_size
+from ._types import BFLOAT16, Compatibility, DataType, TensorFormat, as_activation, as_compatibility
 from ._types import as_data_type, as_format
 
 GEMM, DEPTHWISE = 1, 2
@@ -25,15 +27,37 @@ AMX_BLOCK = 32
 MAX_PLAN = 1 << 24  # table entries (phases x taps, rows, columns) a geometry may need
 FLOAT32 = np.dtype(np.float32)
 UINT16 = np.dtype(np.uint16)
-INT_FIELDS = ("src_c", "src_h", "src_w", "dst_c", "dst_h", "dst_w", "kernel_y", "kernel_x", "dilation_y",
-              "dilation_x", "stride_y", "stride_x", "group")
+AXES = ("z", "y", "x")
+
+
+@dataclasses.dataclass(frozen=True)
+class Geometry:
+    """A transposed convolution in 3-D terms (what the kernels see); `dims` 1, 2 or 3 is what the caller
+    sees (2-D: depth 1; 1-D: depth and height 1)."""
+
+    dims: int
+    src_c: int
+    src: tuple            # (d, h, w)
+    dst_c: int
+    dst: tuple
+    kernel: tuple
+    stride: tuple
+    dilation: tuple
+    pad_begin: tuple      # (front, top, left)
+    pad_end: tuple        # (back, bottom, right)
+    group: int
+    activation: object
+    src_type: DataType
+    dst_type: DataType
+    channels_last: bool
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class DeconvolutionPlan:
     """A planned deconvolution: the C plan's values (`scalars`), its tables and the shapes around it."""
 
-    conv: ConvParams          # normalised
+    conv: object              # the normalised ConvParams / ConvParams3d (None for 1-D)
+    geometry: Geometry
     batch: int
     compatibility: int
     impl: int                 # GEMM or DEPTHWISE
@@ -44,10 +68,10 @@ class DeconvolutionPlan:
     dst_shape: tuple
     src_dtypes: tuple         # accepted src dtypes (first: the preferred one)
     dst_dtypes: tuple
-    weight_shape: tuple       # the caller's weight layout, for messages
+    weight_shape: tuple       # the caller's weight layout
     packed_size: int          # GEMM: uint16 elements of packed weights; depthwise: float32 entries
     pack_units: int           # GEMM: group * kpairs; depthwise: src_c
-    weight_steps: tuple       # (ci, co, ky, kx) element steps of the caller's weight layout
+    weight_steps: tuple       # (ci, co, kz, ky, kx) element steps of the caller's weight layout
 
     @property
     def info(self) -> str:
@@ -64,16 +88,23 @@ def _int(value: object, name: str, minimum: int | None = None) -> int:
     return int(value)
 
 
-def validate(conv: object) -> ConvParams:
-    """A normalised copy of conv, or TypeError / ValueError naming what was expected."""
-    if not isinstance(conv, ConvParams):
+def validate(conv: object) -> ConvParams | ConvParams3d:
+    """A normalised copy of a ConvParams or ConvParams3d, or TypeError / ValueError naming what was expected."""
+    three = isinstance(conv, ConvParams3d)
+    if not three and not isinstance(conv, ConvParams):
         raise TypeError(f"conv: expected a synet.ConvParams, got {type(conv).__name__}")
-    v = {f: _int(getattr(conv, f), f"conv.{f}", 1) for f in INT_FIELDS}
-    v.update({f: _int(getattr(conv, f), f"conv.{f}") for f in ("pad_y", "pad_x", "pad_h", "pad_w")})
-    if v["pad_y"] < 0 or v["pad_x"] < 0:
-        raise ValueError(f"conv.pad_y, conv.pad_x: expected pads >= 0, got {v['pad_y']}, {v['pad_x']}")
-    for f, s, d in (("pad_h", "stride_y", "dilation_y"), ("pad_w", "stride_x", "dilation_x")):
-        limit = max(v[s], v[d])  # a negative end pad is PyTorch's output_padding
+    axes = ("z", "y", "x") if three else ("y", "x")
+    sizes = ("d", "h", "w") if three else ("h", "w")
+    counts = ["src_c", "dst_c", "group"] + [f"src_{a}" for a in sizes] + [f"dst_{a}" for a in sizes] + \
+        [f"{k}_{a}" for k in ("kernel", "dilation", "stride") for a in axes]
+    begin = (("pad_front",) if three else ()) + ("pad_y", "pad_x")
+    end = (("pad_back",) if three else ()) + ("pad_h", "pad_w")
+    v = {f: _int(getattr(conv, f), f"conv.{f}", 1) for f in counts}
+    v.update({f: _int(getattr(conv, f), f"conv.{f}") for f in begin + end})
+    if min(v[f] for f in begin) < 0:
+        raise ValueError(f"conv.{', conv.'.join(begin)}: expected pads >= 0, got {', '.join(str(v[f]) for f in begin)}")
+    for f, a in zip(end, axes):  # a negative end pad is PyTorch's output_padding
+        limit = max(v[f"stride_{a}"], v[f"dilation_{a}"])
         if v[f] <= -limit:
             raise ValueError(f"conv.{f}: expected a pad > -max(stride, dilation) = {-limit}, got {v[f]}")
     src_type = as_data_type(conv.src_type, "conv.src_type")
@@ -89,37 +120,51 @@ def validate(conv: object) -> ConvParams:
     g = v["group"]
     if v["src_c"] % g or v["dst_c"] % g:
         raise ValueError(f"conv.group: expected a divisor of src_c {v['src_c']} and dst_c {v['dst_c']}, got {g}")
-    for axis, src, dst, k, s, d, p0, p1 in (
-            ("h", "src_h", "dst_h", "kernel_y", "stride_y", "dilation_y", "pad_y", "pad_h"),
-            ("w", "src_w", "dst_w", "kernel_x", "stride_x", "dilation_x", "pad_x", "pad_w")):
-        expected = deconvolution_size(v[src], v[k], v[s], v[d], v[p0], v[p1])
+    for size, a, p0, p1 in zip(sizes, axes, begin, end):
+        src, dst, k, st, d = f"src_{size}", f"dst_{size}", f"kernel_{a}", f"stride_{a}", f"dilation_{a}"
+        expected = deconvolution_size(v[src], v[k], v[st], v[d], v[p0], v[p1])
         if expected <= 0:
-            raise ValueError(f"conv.dst_{axis}: the geometry gives a dst size {expected}; expected >= 1")
+            raise ValueError(f"conv.dst_{size}: the geometry gives a dst size {expected}; expected >= 1")
         if v[dst] != expected:
-            raise ValueError(f"conv.dst_{axis}: expected {expected} = {v[s]}·({v[src]} − 1) + {v[d]}·({v[k]} − 1) + 1 − "
+            raise ValueError(f"conv.dst_{size}: expected {expected} = {v[st]}·({v[src]} − 1) + {v[d]}·({v[k]} − 1) + 1 − "
                              f"{v[p0]} − {v[p1]}, got {v[dst]}")
-    return ConvParams(v["src_c"], v["src_h"], v["src_w"], src_type, src_format, v["dst_c"], v["dst_h"], v["dst_w"],
-                      dst_type, dst_format, v["kernel_y"], v["kernel_x"], v["dilation_y"], v["dilation_x"],
-                      v["stride_y"], v["stride_x"], v["pad_y"], v["pad_x"], v["pad_h"], v["pad_w"], g, activation)
+    fields = dict(v, src_type=src_type, dst_type=dst_type, src_format=src_format, dst_format=dst_format,
+                  activation=activation)
+    return (ConvParams3d if three else ConvParams)(**fields)
 
 
-def check_sizes(batch: int, conv: ConvParams) -> None:
+def geometry_of(conv: ConvParams | ConvParams3d, dims: int | None = None) -> Geometry:
+    """The 3-D view of a validated ConvParams (2-D; `dims` 1 for conv_transpose1d) or ConvParams3d."""
+    if isinstance(conv, ConvParams3d):
+        return Geometry(3, conv.src_c, (conv.src_d, conv.src_h, conv.src_w), conv.dst_c,
+                        (conv.dst_d, conv.dst_h, conv.dst_w), (conv.kernel_z, conv.kernel_y, conv.kernel_x),
+                        (conv.stride_z, conv.stride_y, conv.stride_x), (conv.dilation_z, conv.dilation_y, conv.dilation_x),
+                        (conv.pad_front, conv.pad_y, conv.pad_x), (conv.pad_back, conv.pad_h, conv.pad_w), conv.group,
+                        conv.activation, conv.src_type, conv.dst_type, conv.src_format == TensorFormat.NHWC)
+    return Geometry(dims or 2, conv.src_c, (1, conv.src_h, conv.src_w), conv.dst_c, (1, conv.dst_h, conv.dst_w),
+                    (1, conv.kernel_y, conv.kernel_x), (1, conv.stride_y, conv.stride_x),
+                    (1, conv.dilation_y, conv.dilation_x), (0, conv.pad_y, conv.pad_x), (0, conv.pad_h, conv.pad_w),
+                    conv.group, conv.activation, conv.src_type, conv.dst_type, conv.src_format == TensorFormat.NHWC)
+
+
+def check_sizes(batch: int, geo: Geometry) -> None:
     """ValueError for a geometry whose tensors overflow 63-bit byte counts or whose tables would be
     absurdly long (building them would never return)."""
-    g = conv.group
-    sizes = {"src": batch * conv.src_c * conv.src_h * conv.src_w,
-             "dst": batch * conv.dst_c * conv.dst_h * conv.dst_w,
-             "weight": conv.src_c * conv.kernel_y * conv.kernel_x * (conv.dst_c // g),
-             "padded src": batch * (conv.src_c + 32 * g) * (conv.src_h + conv.dilation_y * conv.kernel_y)
-                           * (conv.src_w + conv.dilation_x * conv.kernel_x)}
+    g = geo.group
+    padded = 1
+    for src, k, d in zip(geo.src, geo.kernel, geo.dilation):
+        padded *= src + d * k
+    sizes = {"src": batch * geo.src_c * int(np.prod(geo.src)), "dst": batch * geo.dst_c * int(np.prod(geo.dst)),
+             "weight": geo.src_c * int(np.prod(geo.kernel)) * (geo.dst_c // g),
+             "padded src": batch * (geo.src_c + 32 * g) * padded}
     for name, n in sizes.items():
         if n * 4 + 4096 >= 1 << 63:
             raise ValueError(f"conv: the {name} tensor of {n} elements overflows 64-bit byte sizes")
-    entries = (conv.stride_y * conv.kernel_y + conv.stride_x * conv.kernel_x + conv.stride_y * conv.stride_x
-               + conv.kernel_y * conv.kernel_x + conv.dst_h + conv.dst_w + conv.dst_h * conv.dst_w // 16)
+    entries = sum(s * k for s, k in zip(geo.stride, geo.kernel)) + int(np.prod(geo.stride)) + \
+        int(np.prod(geo.kernel)) + sum(geo.dst) + geo.dst[0] * geo.dst[1] + int(np.prod(geo.dst)) // 16
     if entries > MAX_PLAN:
-        raise ValueError(f"conv: the geometry needs {entries} plan entries (stride·kernel, stride_y·stride_x, "
-                         f"kernel_y·kernel_x, dst_h + dst_w + dst_h·dst_w/16); expected at most {MAX_PLAN}")
+        raise ValueError(f"conv: the geometry needs {entries} plan entries (stride·kernel, strides, kernel taps, "
+                         f"output rows and pixels / 16); expected at most {MAX_PLAN}")
 
 
 def axis_phases(stride: int, dilation: int, kernel: int, pad_begin: int, src: int, dst: int):
@@ -157,92 +202,107 @@ def _table(values) -> np.ndarray:
 
 
 def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, micro_amx: bool,
-         amx_permission) -> DeconvolutionPlan:
-    """Plan `batch` images of geometry `conv` for the deconvolution kernels of one CPU level: `micro_bf16`
-    and `micro_amx` say which micro-kernels the level has; `amx_permission()` asks the OS (called only
-    when the plan would use AMX)."""
+         amx_permission, dims: int | None = None) -> DeconvolutionPlan:
+    """Plan `batch` images of geometry `conv` (ConvParams or ConvParams3d; dims=1 for a 1-D call) for the
+    deconvolution kernels of one CPU level: `micro_bf16` and `micro_amx` say which micro-kernels the level
+    has; `amx_permission()` asks the OS (called only when the plan would use AMX)."""
     batch = _int(batch, "batch", 1)
     conv = validate(conv)
     compat = as_compatibility(compatibility)
-    check_sizes(batch, conv)
-    nhwc = conv.src_format == TensorFormat.NHWC
-    g = conv.group
-    cg_in, cg_out = conv.src_c // g, conv.dst_c // g
+    geo = geometry_of(conv, dims)
+    check_sizes(batch, geo)
+    nhwc = geo.channels_last
+    g = geo.group
+    cg_in, cg_out = geo.src_c // g, geo.dst_c // g
     depthwise = cg_in == 1 and cg_out == 1
-    geo = conv
-    if (conv.kernel_y, conv.kernel_x, conv.stride_y, conv.stride_x, conv.pad_y, conv.pad_x, conv.pad_h,
-            conv.pad_w) == (1, 1, 1, 1, 0, 0, 0, 0):  # a 1x1 stride-1 deconvolution is one long row
-        geo = dataclasses.replace(conv, src_h=1, src_w=conv.src_h * conv.src_w, dst_h=1, dst_w=conv.dst_h * conv.dst_w)
-    phases_y, ply, phy = axis_phases(geo.stride_y, geo.dilation_y, geo.kernel_y, geo.pad_y, geo.src_h, geo.dst_h)
-    phases_x, plx, phx = axis_phases(geo.stride_x, geo.dilation_x, geo.kernel_x, geo.pad_x, geo.src_w, geo.dst_w)
-    hp, wp = geo.src_h + ply + phy, geo.src_w + plx + phx
-    src_bf16 = conv.src_type == DataType.BFLOAT16
+    src, dst, kernel, stride, dilation = geo.src, geo.dst, geo.kernel, geo.stride, geo.dilation
+    pad_begin, pad_end = geo.pad_begin, geo.pad_end
+    if kernel == (1, 1, 1) and stride == (1, 1, 1) and pad_begin == pad_end == (0, 0, 0):
+        # a 1x1x1 stride-1 deconvolution is a GEMM over all pixels: one long row
+        src, dst = (1, 1, int(np.prod(src))), (1, 1, int(np.prod(dst)))
+    axes = [axis_phases(stride[a], dilation[a], kernel[a], pad_begin[a], src[a], dst[a]) for a in range(3)]
+    (phases_z, plz, phz), (phases_y, ply, phy), (phases_x, plx, phx) = axes
+    dp, hp, wp = src[0] + plz + phz, src[1] + ply + phy, src[2] + plx + phx
+    src_bf16 = geo.src_type == DataType.BFLOAT16
     soft = bool(compat & Compatibility.BF16_SOFT) or not micro_bf16
     amx = not soft and micro_amx and cg_in >= 16 and not depthwise and bool(amx_permission())
     micro = MICRO_AMX if amx else (MICRO_FP32 if soft else MICRO_BF16)
     width = AMX_BLOCK if amx else BLOCK
+    unpadded = plz == phz == ply == phy == plx == phx == 0
     if depthwise:
-        cgp, cpt, pix, elem = 1, 1, conv.src_c if nhwc else 1, 4
+        cgp, cpt, pix = 1, 1, geo.src_c if nhwc else 1
         direct = False
-        buf_size = batch * conv.src_c * hp * wp * 4 + 64
-        pad_rows = batch * hp * (1 if nhwc else conv.src_c)
+        buf_size = batch * geo.src_c * dp * hp * wp * 4 + 64
+        pad_rows = batch * dp * hp * (1 if nhwc else geo.src_c)
     else:
         cgp = (cg_in + 31) // 32 * 32 if amx else cg_in + (cg_in & 1)
         cpt = pix = g * cgp
         elem = 4 if micro == MICRO_FP32 else 2
-        direct = nhwc and src_bf16 and micro != MICRO_FP32 and cgp == cg_in and ply == plx == phy == phx == 0
-        buf_size = 0 if direct else batch * hp * wp * cpt * elem + 64
-        pad_rows = 0 if direct else batch * hp
-    row = wp * pix
-    # taps per phase (ry, rx), ky-major, with their offsets in the padded image and kernel positions
+        direct = nhwc and src_bf16 and micro != MICRO_FP32 and cgp == cg_in and unpadded
+        buf_size = 0 if direct else batch * dp * hp * wp * cpt * elem + 64
+        pad_rows = 0 if direct else batch * dp * hp
+    row, plane = wp * pix, hp * wp * pix
+    # taps per phase (rz, ry, rx), kz-major, with their offsets in the padded image and kernel positions
     phase_taps: list[int] = []
     phase_tap0: list[int] = []
     tap_offsets: list[int] = []
-    tap_ky: list[int] = []
-    tap_kx: list[int] = []
-    for taps_y, _, _ in phases_y:
-        for taps_x, _, _ in phases_x:
-            phase_tap0.append(len(tap_offsets))
-            phase_taps.append(len(taps_y) * len(taps_x))
-            for ky, oy in taps_y:
-                for kx, ox in taps_x:
-                    tap_offsets.append(oy * row + ox * pix)
-                    tap_ky.append(ky)
-                    tap_kx.append(kx)
-    rows = [(ry, j0 + j) for ry, (_, j0, count) in enumerate(phases_y) for j in range(count)]
+    tap_k: list[tuple[int, int, int]] = []
+    for taps_z, _, _ in phases_z:
+        for taps_y, _, _ in phases_y:
+            for taps_x, _, _ in phases_x:
+                phase_tap0.append(len(tap_offsets))
+                phase_taps.append(len(taps_z) * len(taps_y) * len(taps_x))
+                for kz, oz in taps_z:
+                    for ky, oy in taps_y:
+                        for kx, ox in taps_x:
+                            tap_offsets.append(oz * plane + oy * row + ox * pix)
+                            tap_k.append((kz, ky, kx))
+    # task rows: (phase rz * sy + ry, index along z, index along y)
+    rows = [(rz * stride[1] + ry, jz0 + jz, jy0 + jy)
+            for rz, (_, jz0, cz) in enumerate(phases_z) for jz in range(cz)
+            for ry, (_, jy0, cy) in enumerate(phases_y) for jy in range(cy)]
+    rows.sort(key=lambda r: (r[0] // stride[1] - pad_begin[0] + stride[0] * r[1], r[0] % stride[1] - pad_begin[1]
+                             + stride[1] * r[2]))   # in output order (oz, oy)
     col_first = [ph[1] for ph in phases_x]
     col_count = [ph[2] for ph in phases_x]
     nblocks = (cg_out + width - 1) // width
     # AMX: segments of <= 16 pixels of one phase row; the full ones of a phase go in pairs
-    seg_aoff, seg_doff, seg_m, seg_phase, seg_place, units = [], [], [], [], [], []
+    seg_aoff: list[int] = []
+    seg_doff: list[int] = []
+    seg_m: list[int] = []
+    seg_phase: list[int] = []
+    seg_place: list[tuple[int, int, int]] = []
+    units: list[tuple[int, int]] = []
     if amx:
-        for phase in range(geo.stride_y * geo.stride_x):
-            ry, rx = divmod(phase, geo.stride_x)
-            full: list[int] = []
-            tails: list[int] = []
-            for r_ry, j in rows:
-                if r_ry != ry:
-                    continue
-                oy = ry - geo.pad_y + geo.stride_y * j
+        by_phase: dict[int, tuple[list[int], list[int]]] = {}
+        for rzy, jz, jy in rows:
+            rz, ry = divmod(rzy, stride[1])
+            oz, oy = rz - pad_begin[0] + stride[0] * jz, ry - pad_begin[1] + stride[1] * jy
+            for rx in range(stride[2]):
+                phase = rzy * stride[2] + rx
+                full, tails = by_phase.setdefault(phase, ([], []))
                 for i in range(0, col_count[rx], 16):
                     ii = col_first[rx] + i
-                    ox = rx - geo.pad_x + geo.stride_x * ii
-                    seg_aoff.append(((j + ply) * wp + ii + plx) * cpt)
-                    seg_doff.append((oy * geo.dst_w + ox) * (conv.dst_c if nhwc else 1))
+                    ox = rx - pad_begin[2] + stride[2] * ii
+                    seg_aoff.append((((jz + plz) * hp + jy + ply) * wp + ii + plx) * cpt)
+                    seg_doff.append(((oz * dst[1] + oy) * dst[2] + ox) * (geo.dst_c if nhwc else 1))
                     m = min(16, col_count[rx] - i)
                     seg_m.append(m)
                     seg_phase.append(phase)
-                    seg_place.append((oy, ox))
+                    seg_place.append((oz, oy, ox))
                     (full if m == 16 else tails).append(len(seg_m) - 1)
+        for phase in sorted(by_phase):
+            full, tails = by_phase[phase]
             units += [(full[k], full[k + 1] if k + 1 < len(full) else -1) for k in range(0, len(full), 2)]
             units += [(k, -1) for k in tails]
         # in output order: the phases that interleave in one output row run back to back, so a thread's
         # share of the tasks is a band of output rows (no cache line written by two threads)
         units.sort(key=lambda unit: seg_place[unit[0]])
-    border_y = border_outputs(phases_y, geo.stride_y, geo.pad_y, geo.src_h, geo.dst_h)
-    border_x = np.flatnonzero(border_outputs(phases_x, geo.stride_x, geo.pad_x, geo.src_w, geo.dst_w))
-    kpairs = len(tap_ky) if depthwise else cgp // 2
-    phases = geo.stride_y * geo.stride_x
+    border_z = border_outputs(phases_z, stride[0], pad_begin[0], src[0], dst[0])
+    border_y = border_outputs(phases_y, stride[1], pad_begin[1], src[1], dst[1])
+    border_x = np.flatnonzero(border_outputs(phases_x, stride[2], pad_begin[2], src[2], dst[2]))
+    kpairs = len(tap_k) if depthwise else cgp // 2
+    phases = int(np.prod(stride))
     weight_offsets, offset = [], 0
     if not depthwise:
         for _ in range(g):
@@ -251,47 +311,50 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
                     lanes = (min(width, cg_out - ob * width) + 15) // 16 * 16
                     weight_offsets.append(offset)
                     offset += phase_taps[phase] * kpairs * lanes * 2
-    packed_size = conv.src_c * len(tap_ky) if depthwise else offset + 64
+    packed_size = geo.src_c * len(tap_k) if depthwise else offset + 64
     tables = {
         "phase_taps": _table(phase_taps), "phase_tap0": _table(phase_tap0 + [len(tap_offsets)]),
-        "tap_offsets": _table(tap_offsets), "tap_ky": _table(tap_ky), "tap_kx": _table(tap_kx),
-        "row_phase": _table(r[0] for r in rows), "row_index": _table(r[1] for r in rows),
-        "col_first": _table(col_first), "col_count": _table(col_count),
+        "tap_offsets": _table(tap_offsets), "tap_kz": _table(k[0] for k in tap_k),
+        "tap_ky": _table(k[1] for k in tap_k), "tap_kx": _table(k[2] for k in tap_k),
+        "row_phase": _table(r[0] for r in rows), "row_z": _table(r[1] for r in rows),
+        "row_index": _table(r[2] for r in rows), "col_first": _table(col_first), "col_count": _table(col_count),
         "unit_s0": _table(u[0] for u in units), "unit_s1": _table(u[1] for u in units),
         "seg_aoff": _table(seg_aoff), "seg_doff": _table(seg_doff), "seg_m": _table(seg_m),
-        "seg_phase": _table(seg_phase), "border_y": _table(border_y), "border_x": _table(border_x),
-        "weight_offsets": _table(weight_offsets),
+        "seg_phase": _table(seg_phase), "border_z": _table(border_z), "border_y": _table(border_y),
+        "border_x": _table(border_x), "weight_offsets": _table(weight_offsets),
     }
-    ntasks = batch * (len(rows) * (1 if nhwc else conv.src_c) if depthwise
+    ntasks = batch * (len(rows) * (1 if nhwc else geo.src_c) if depthwise
                       else g * (len(units) if amx else len(rows)) * nblocks)
     scalars = dict(
         impl=DEPTHWISE if depthwise else GEMM, micro=micro, src_bf16=int(src_bf16),
-        dst_bf16=int(conv.dst_type == DataType.BFLOAT16), nhwc=int(nhwc), direct=int(direct),
-        act=int(conv.activation), buf_size=buf_size, batch=batch, src_c=geo.src_c, src_h=geo.src_h,
-        src_w=geo.src_w, dst_c=geo.dst_c, dst_h=geo.dst_h, dst_w=geo.dst_w, group=g, cg_in=cg_in, cg_out=cg_out,
-        kernel_y=geo.kernel_y, kernel_x=geo.kernel_x, dilation_y=geo.dilation_y, dilation_x=geo.dilation_x,
-        stride_y=geo.stride_y, stride_x=geo.stride_x, pad_top=geo.pad_y, pad_left=geo.pad_x, padded_h=hp,
-        padded_w=wp, pad_low_y=ply, pad_low_x=plx, cg_padded=cgp, pixel_stride=cpt,
-        padded_image=hp * wp * (conv.src_c if depthwise else cpt), kpairs=kpairs, block_width=width,
+        dst_bf16=int(geo.dst_type == DataType.BFLOAT16), nhwc=int(nhwc), direct=int(direct),
+        act=int(geo.activation), buf_size=buf_size, batch=batch, src_c=geo.src_c, src_d=src[0], src_h=src[1],
+        src_w=src[2], dst_c=geo.dst_c, dst_d=dst[0], dst_h=dst[1], dst_w=dst[2], group=g, cg_in=cg_in,
+        cg_out=cg_out, kernel_z=kernel[0], kernel_y=kernel[1], kernel_x=kernel[2], dilation_z=dilation[0],
+        dilation_y=dilation[1], dilation_x=dilation[2], stride_z=stride[0], stride_y=stride[1], stride_x=stride[2],
+        pad_front=pad_begin[0], pad_top=pad_begin[1], pad_left=pad_begin[2], padded_d=dp, padded_h=hp,
+        padded_w=wp, pad_low_z=plz, pad_low_y=ply, pad_low_x=plx, cg_padded=cgp, pixel_stride=cpt,
+        padded_image=dp * hp * wp * (geo.src_c if depthwise else cpt), kpairs=kpairs, block_width=width,
         nblocks=nblocks, nrows=len(rows), nunits=len(units), ntasks=ntasks,
-        dst_image=geo.dst_h * geo.dst_w * geo.dst_c, pad_rows=pad_rows, nborder_x=len(border_x),
+        dst_image=int(np.prod(dst)) * geo.dst_c, pad_rows=pad_rows, nborder_x=len(border_x),
     )
-    ky, kx = conv.kernel_y, conv.kernel_x
+    spatial = geo.src[3 - geo.dims:], geo.dst[3 - geo.dims:], geo.kernel[3 - geo.dims:]
+    kz, ky, kx = geo.kernel
     if nhwc:
-        src_shape = (batch, conv.src_h, conv.src_w, conv.src_c)
-        dst_shape = (batch, conv.dst_h, conv.dst_w, conv.dst_c)
-        weight_shape = (conv.src_c, ky, kx, cg_out)
-        steps = (ky * kx * cg_out, 1, kx * cg_out, cg_out)
+        src_shape = (batch, *spatial[0], geo.src_c)
+        dst_shape = (batch, *spatial[1], geo.dst_c)
+        weight_shape = (geo.src_c, *spatial[2], cg_out)
+        steps = (kz * ky * kx * cg_out, 1, ky * kx * cg_out, kx * cg_out, cg_out)
     else:
-        src_shape = (batch, conv.src_c, conv.src_h, conv.src_w)
-        dst_shape = (batch, conv.dst_c, conv.dst_h, conv.dst_w)
-        weight_shape = (conv.src_c, cg_out, ky, kx)
-        steps = (cg_out * ky * kx, ky * kx, kx, 1)
+        src_shape = (batch, geo.src_c, *spatial[0])
+        dst_shape = (batch, geo.dst_c, *spatial[1])
+        weight_shape = (geo.src_c, cg_out, *spatial[2])
+        steps = (cg_out * kz * ky * kx, kz * ky * kx, ky * kx, kx, 1)
     src_dtypes = (BFLOAT16, UINT16) if src_bf16 else (FLOAT32,)
-    dst_dtypes = (BFLOAT16, UINT16) if conv.dst_type == DataType.BFLOAT16 else (FLOAT32,)
-    return DeconvolutionPlan(conv, batch, int(compat), scalars["impl"], micro, scalars, tables, src_shape, dst_shape,
-                             src_dtypes, dst_dtypes, weight_shape, packed_size,
-                             conv.src_c if depthwise else g * kpairs, steps)
+    dst_dtypes = (BFLOAT16, UINT16) if geo.dst_type == DataType.BFLOAT16 else (FLOAT32,)
+    return DeconvolutionPlan(conv, geo, batch, int(compat), scalars["impl"], micro, scalars, tables, src_shape,
+                             dst_shape, src_dtypes, dst_dtypes, weight_shape, packed_size,
+                             geo.src_c if depthwise else g * kpairs, steps)
 
 
 def weight_array(weight: object, planned: DeconvolutionPlan) -> np.ndarray:
@@ -301,8 +364,8 @@ def weight_array(weight: object, planned: DeconvolutionPlan) -> np.ndarray:
         raise ValueError(f"weight: expected real numbers, got dtype {w.dtype}")
     n = int(np.prod(planned.weight_shape))
     if w.size != n:
-        layout = "[srcC, kY, kX, dstC/group]" if planned.conv.src_format == TensorFormat.NHWC \
-            else "[srcC, dstC/group, kY, kX]"
+        kernel = ", ".join(f"k{a}" for a in "DHW"[3 - planned.geometry.dims:])
+        layout = f"[srcC, {kernel}, dstC/group]" if planned.geometry.channels_last else f"[srcC, dstC/group, {kernel}]"
         raise ValueError(f"weight: expected {n} elements ({layout} = {'·'.join(map(str, planned.weight_shape))}), "
                          f"got {w.size}")
     return np.ascontiguousarray(w, np.float32)
@@ -318,39 +381,42 @@ def bias_array(bias: object, dst_c: int) -> np.ndarray:
 
 
 def params_array(planned: DeconvolutionPlan, params: object, name: str = "params") -> np.ndarray:
-    conv = planned.conv
-    return activation_params(conv.activation, params, conv.dst_c, name, allow_single_slope=False,
+    geo = planned.geometry
+    return activation_params(geo.activation, params, geo.dst_c, name, allow_single_slope=False,
                              allow_extra_slopes=True)
 
 
+def _canonical(weight: np.ndarray, geo: Geometry) -> np.ndarray:
+    """The caller's weights as [group, cg_in, kz, ky, kx, cg_out]."""
+    g = geo.group
+    cg_in, cg_out = geo.src_c // g, geo.dst_c // g
+    if geo.channels_last:
+        return weight.reshape(g, cg_in, *geo.kernel, cg_out)
+    return weight.reshape(g, cg_in, cg_out, *geo.kernel).transpose(0, 1, 3, 4, 5, 2)
+
+
 def exact_weights(weight: np.ndarray, planned: DeconvolutionPlan) -> np.ndarray:
-    """The BF16-rounded FP32 weights of the exact-border pass, [group][kernel_y][kernel_x][cg_in][cg_out]."""
+    """The BF16-rounded FP32 weights of the exact-border pass, [group][kz][ky][kx][cg_in][cg_out]."""
     from ._kernels import round_to_bfloat16
 
-    conv = planned.conv
-    g, ky, kx = conv.group, conv.kernel_y, conv.kernel_x
-    cg_in, cg_out = conv.src_c // g, conv.dst_c // g
-    if conv.src_format == TensorFormat.NHWC:
-        canon = weight.reshape(g, cg_in, ky, kx, cg_out)
-    else:
-        canon = weight.reshape(g, cg_in, cg_out, ky, kx).transpose(0, 1, 3, 4, 2)
-    return np.ascontiguousarray(round_to_bfloat16(canon).transpose(0, 2, 3, 1, 4)).reshape(-1)
+    canon = _canonical(weight, planned.geometry)
+    return np.ascontiguousarray(round_to_bfloat16(canon).transpose(0, 2, 3, 4, 1, 5)).reshape(-1)
 
 
 def unpack_weights(packed: np.ndarray, planned: DeconvolutionPlan) -> np.ndarray:
     """The packed weights back in the caller's layout, as float32 (BF16-rounded values): packing them
     again gives the same packed bits (pickling keeps these, never the packed buffer)."""
-    s, t, conv = planned.scalars, planned.tables, planned.conv
+    s, t, geo = planned.scalars, planned.tables, planned.geometry
     g, cg_in, cg_out = s["group"], s["cg_in"], s["cg_out"]
-    ky, kx = conv.kernel_y, conv.kernel_x
-    canon = np.zeros((g, cg_in, ky, kx, cg_out), np.float32)   # [group, ci, ky, kx, co]
-    tap_ky, tap_kx = t["tap_ky"], t["tap_kx"]
+    canon = np.zeros((g, cg_in, *geo.kernel, cg_out), np.float32)   # [group, ci, kz, ky, kx, co]
+    taps = (t["tap_kz"], t["tap_ky"], t["tap_kx"])
     if planned.impl == DEPTHWISE:
-        taps = s["kpairs"]
-        table = packed.reshape(taps, conv.src_c).T if s["nhwc"] else packed.reshape(conv.src_c, taps)
-        canon[:, 0, tap_ky[:taps], tap_kx[:taps], 0] = table
+        n = s["kpairs"]
+        table = packed.reshape(n, geo.src_c).T if s["nhwc"] else packed.reshape(geo.src_c, n)
+        canon[:, 0, taps[0][:n], taps[1][:n], taps[2][:n], 0] = table
     else:
-        phases, kpairs, width, nblocks = s["stride_y"] * s["stride_x"], s["kpairs"], s["block_width"], s["nblocks"]
+        phases = s["stride_z"] * s["stride_y"] * s["stride_x"]
+        kpairs, width, nblocks = s["kpairs"], s["block_width"], s["nblocks"]
         for gi in range(g):
             for phase in range(phases):
                 ntaps, t0 = int(t["phase_taps"][phase]), int(t["phase_tap0"][phase])
@@ -362,54 +428,104 @@ def unpack_weights(packed: np.ndarray, planned: DeconvolutionPlan) -> np.ndarray
                     bits = block[:, :, :valid, :].transpose(0, 1, 3, 2).reshape(ntaps, 2 * kpairs, valid)[:, :cg_in]
                     values = (bits.astype(np.uint32) << 16).view(np.float32)
                     for ti in range(ntaps):
-                        canon[gi, :, tap_ky[t0 + ti], tap_kx[t0 + ti], ob * width:ob * width + valid] = values[ti]
-    if s["nhwc"]:
-        return canon.reshape(conv.src_c, ky, kx, cg_out)
-    return np.ascontiguousarray(canon.transpose(0, 1, 4, 2, 3)).reshape(conv.src_c, cg_out, ky, kx)
+                        k = t0 + ti
+                        canon[gi, :, taps[0][k], taps[1][k], taps[2][k], ob * width:ob * width + valid] = values[ti]
+    if geo.channels_last:
+        return canon.reshape(planned.weight_shape)
+    return np.ascontiguousarray(canon.transpose(0, 1, 5, 2, 3, 4)).reshape(planned.weight_shape)
 
 
 def has_borders(planned: DeconvolutionPlan) -> bool:
     s = planned.scalars
-    return s["padded_h"] > s["src_h"] or s["padded_w"] > s["src_w"]
+    return s["padded_d"] > s["src_d"] or s["padded_h"] > s["src_h"] or s["padded_w"] > s["src_w"]
 
 
-def functional_conv(x_shape: tuple, x_dtype, w_shape: tuple, stride, padding, output_padding, groups, dilation,
-                    layout, activation, out_dtype, out) -> tuple:
-    """conv_transpose2d's arguments checked and mapped onto (ConvParams, batch, unbatched, output shape)."""
-    from ._conv_params import pads, pair
+LAYOUTS = {1: ("NCL", "NLC"), 2: ("NCHW", "NHWC"), 3: ("NCDHW", "NDHWC")}
 
-    fmt = as_format(layout, "layout")
-    nhwc = fmt == TensorFormat.NHWC
-    if len(x_shape) not in (3, 4):
-        raise ValueError(f"x: expected a 4-D {'[N, H, W, C]' if nhwc else '[N, C, H, W]'} array (or 3-D unbatched), "
-                         f"got shape {x_shape}")
-    unbatched = len(x_shape) == 3
+
+def _per_axis(value: object, name: str, dims: int, minimum: int) -> tuple[int, ...]:
+    """An int or a sequence of `dims` ints, each >= minimum."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        values: tuple = (int(value),) * dims
+    else:
+        try:
+            values = tuple(value)  # type: ignore[call-overload, arg-type]
+        except TypeError:
+            raise TypeError(f"{name}: expected an int or {dims} ints, got {value!r}") from None
+        if len(values) != dims or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in values):
+            raise ValueError(f"{name}: expected an int or {dims} ints, got {value!r}")
+        values = tuple(int(v) for v in values)
+    if min(values) < minimum:
+        raise ValueError(f"{name}: expected values >= {minimum}, got {value!r}")
+    return values
+
+
+def _pads(value: object, dims: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """padding: an int, `dims` ints (both sides) or 2 * `dims` ints (all begins, then all ends), >= 0."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        values: tuple = (int(value),) * dims
+    else:
+        try:
+            values = tuple(value)  # type: ignore[call-overload, arg-type]
+        except TypeError:
+            raise TypeError(f"padding: expected an int, {dims} or {2 * dims} ints, got {value!r}") from None
+        if len(values) not in (dims, 2 * dims) or \
+                any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in values):
+            raise ValueError(f"padding: expected an int, {dims} ints (both sides) or {2 * dims} ints (all begins, then "
+                             f"all ends), got {value!r}")
+    values = tuple(int(v) for v in values)
+    if min(values) < 0:
+        raise ValueError(f"padding: expected pads >= 0, got {value!r}")
+    return (values, values) if len(values) == dims else (values[:dims], values[dims:])
+
+
+def functional_conv(dims: int, x_shape: tuple, x_dtype, w_shape: tuple, stride, padding, output_padding, groups,
+                    dilation, layout, activation, out_dtype, out) -> tuple:
+    """conv_transpose{1,2,3}d's arguments checked and mapped onto (conv, batch, unbatched, output shape, kind):
+    conv a ConvParams (1-D: height 1) or ConvParams3d; kind "run", "empty" (nothing to compute) or "bias"
+    (no input reaches the output: every output is act(bias), computed as a 1x1 deconvolution)."""
+    first, last = LAYOUTS[dims]
+    names = {first.lower(): False, last.lower(): True}
+    if dims == 2:
+        fmt = as_format(layout, "layout")
+        nhwc = fmt == TensorFormat.NHWC
+    elif isinstance(layout, str) and layout.strip().lower() in names:
+        nhwc = names[layout.strip().lower()]
+    else:
+        raise ValueError(f"layout: expected {first!r} or {last!r}, got {layout!r}")
+    fmt = TensorFormat.NHWC if nhwc else TensorFormat.NCHW
+    spatial_names = "DHW"[3 - dims:] if dims > 1 else "L"
+    if len(x_shape) not in (dims + 1, dims + 2):
+        text = f"[N, {', '.join(spatial_names)}, C]" if nhwc else f"[N, C, {', '.join(spatial_names)}]"
+        raise ValueError(f"x: expected a {dims + 2}-D {text} array (or {dims + 1}-D unbatched), got shape {x_shape}")
+    unbatched = len(x_shape) == dims + 1
     if unbatched:
         x_shape = (1, *x_shape)
-    if len(w_shape) != 4:
-        layout_text = "[C_in, kH, kW, C_out/groups]" if nhwc else "[C_in, C_out/groups, kH, kW]"
-        raise ValueError(f"weight: expected a 4-D {layout_text} array, got shape {w_shape}")
+    if len(w_shape) != dims + 2:
+        kernel = ", ".join(f"k{a}" for a in spatial_names)
+        text = f"[C_in, {kernel}, C_out/groups]" if nhwc else f"[C_in, C_out/groups, {kernel}]"
+        raise ValueError(f"weight: expected a {dims + 2}-D {text} array, got shape {w_shape}")
     if nhwc:
-        n, h, wd, c_in = x_shape
-        w_in, ky, kx, cg_out = w_shape
+        n, *size, c_in = x_shape
+        w_in, *kernel, cg_out = w_shape
     else:
-        n, c_in, h, wd = x_shape
-        w_in, cg_out, ky, kx = w_shape
+        n, c_in, *size = x_shape
+        w_in, cg_out, *kernel = w_shape
     if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
         raise ValueError(f"groups: expected an int >= 1, got {groups!r}")
     if w_in != c_in:
         raise ValueError(f"weight: expected {c_in} input channels (x's) in dimension 0, got shape {w_shape}")
     if c_in % groups:
         raise ValueError(f"groups: expected a divisor of the {c_in} input channels, got {groups}")
-    sy, sx = pair(stride, "stride")
-    dy, dx = pair(dilation, "dilation")
-    top, left, bottom, right = pads(padding, "padding")
-    oy, ox = pair(output_padding, "output_padding", 0)
-    if oy >= max(sy, dy) or ox >= max(sx, dx):
-        raise ValueError(f"output_padding: expected values < max(stride, dilation) = "
-                         f"({max(sy, dy)}, {max(sx, dx)}), got ({oy}, {ox})")
-    if min(ky, kx) < 1:
-        raise ValueError(f"weight: expected a kernel of at least 1x1, got shape {w_shape}")
+    strides = _per_axis(stride, "stride", dims, 1)
+    dilations = _per_axis(dilation, "dilation", dims, 1)
+    begin, end = _pads(padding, dims)
+    extra = _per_axis(output_padding, "output_padding", dims, 0)
+    if any(o >= max(st, d) for o, st, d in zip(extra, strides, dilations)):
+        limits = tuple(max(st, d) for st, d in zip(strides, dilations))
+        raise ValueError(f"output_padding: expected values < max(stride, dilation) = {limits}, got {extra}")
+    if min(kernel) < 1:
+        raise ValueError(f"weight: expected a kernel of at least {'x'.join('1' * dims)}, got shape {w_shape}")
     dst_c = cg_out * groups
     if out_dtype is None:
         if out is not None and out.dtype in (FLOAT32, BFLOAT16, UINT16):
@@ -421,25 +537,33 @@ def functional_conv(x_shape: tuple, x_dtype, w_shape: tuple, stride, padding, ou
         if dst_type not in (DataType.FLOAT32, DataType.BFLOAT16):
             raise ValueError(f"out_dtype: expected float32 or bfloat16, got {dst_type.name}")
     src_type = DataType.BFLOAT16 if x_dtype == BFLOAT16 else DataType.FLOAT32
-    dst_h = deconvolution_size(h, ky, sy, dy, top, bottom - oy)
-    dst_w = deconvolution_size(wd, kx, sx, dx, left, right - ox)
-    empty_input = min(n, c_in, h, wd, dst_c) == 0
-    if (dst_h <= 0 or dst_w <= 0) and not empty_input:
-        raise ValueError(f"padding: {(top, left, bottom, right)} leaves an output of {dst_h}x{dst_w}; expected >= 1x1")
-    dst_h, dst_w = max(dst_h, 0), max(dst_w, 0)
+    dst = [deconvolution_size(*args) for args in zip(size, kernel, strides, dilations, begin,
+                                                     (e - o for e, o in zip(end, extra)))]
+    empty_input = min(n, c_in, dst_c, *size) == 0
+    if min(dst) <= 0 and not empty_input:
+        raise ValueError(f"padding: {begin + end} leaves an output of {'x'.join(map(str, dst))}; expected >= "
+                         f"{'x'.join('1' * dims)}")
+    dst = [max(d, 0) for d in dst]
     act = as_activation(activation)
-    shape = (n, dst_h, dst_w, dst_c) if nhwc else (n, dst_c, dst_h, dst_w)
-    if min(shape) == 0:                          # nothing to compute: an empty result
-        kind, conv = "empty", ConvParams(max(c_in, 1), 1, 1, src_type, fmt, max(dst_c, 1), 1, 1, dst_type, fmt, 1, 1)
-    elif empty_input:                            # no input reaches the output: act(bias) everywhere, computed as a
-        kind = "bias"                            # 1x1 deconvolution of one zero channel
-        conv = ConvParams(1, dst_h, dst_w, DataType.FLOAT32, fmt, dst_c, dst_h, dst_w, dst_type, fmt, 1, 1,
-                          activation=act)
+    shape = (n, *dst, dst_c) if nhwc else (n, dst_c, *dst)
+    kind = "empty" if min(shape) == 0 else ("bias" if empty_input else "run")
+    full = (3 - dims) * (1,)
+
+    def params(src_c, src, dst_, k, st, d, b, e, g, src_t):
+        """A ConvParams (1-D, 2-D: depth dropped) or ConvParams3d of these 3-D values."""
+        if dims == 3:
+            return ConvParams3d(src_c, *src, src_t, fmt, dst_c, *dst_, dst_type, fmt, *k, *d, *st, *b, *e, g, act)
+        return ConvParams(src_c, *src[1:], src_t, fmt, dst_c, *dst_[1:], dst_type, fmt, *k[1:], *d[1:], *st[1:],
+                          b[1], b[2], e[1], e[2], g, act)
+
+    ones, zeros = (1, 1, 1), (0, 0, 0)
+    if kind == "empty":
+        conv = None
+    elif kind == "bias":
+        conv = params(1, (1,) * (3 - dims) + tuple(dst), (1,) * (3 - dims) + tuple(dst), ones, ones, ones, zeros,
+                      zeros, 1, DataType.FLOAT32)
     else:
-        kind = "run"
-        conv = ConvParams(c_in, h, wd, src_type, fmt, dst_c, dst_h, dst_w, dst_type, fmt, ky, kx, dy, dx, sy, sx,
-                          top, left, bottom - oy, right - ox, int(groups), act)
+        conv = params(c_in, full + tuple(size), full + tuple(dst), full + tuple(kernel), full + strides,
+                      full + dilations, (3 - dims) * (0,) + begin,
+                      (3 - dims) * (0,) + tuple(e - o for e, o in zip(end, extra)), int(groups), src_type)
     return conv, n, unbatched, shape[1:] if unbatched else shape, kind
-
-
-__all__ = ["Activation", "DeconvolutionPlan", "plan", "validate"]

@@ -417,7 +417,7 @@ static void store(const float *acc, synet_size mstride, synet_size M, synet_size
 
 /* dst elements between neighbouring output pixels of one channel, and channels of one pixel */
 static synet_size pixel_step(const synet_deconv_plan *p) { return p->nhwc ? p->dst_c : 1; }
-static synet_size channel_step(const synet_deconv_plan *p) { return p->nhwc ? 1 : p->dst_h * p->dst_w; }
+static synet_size channel_step(const synet_deconv_plan *p) { return p->nhwc ? 1 : p->dst_d * p->dst_h * p->dst_w; }
 
 /* ---- the padded source image ---- */
 
@@ -493,11 +493,13 @@ static void pad_row_gemm(const synet_deconv_plan *p, const void *src, void *imag
 {
     const int f32 = p->micro == SYNET_MICRO_FP32;
     const synet_size e = f32 ? 4 : 2, cpt = p->pixel_stride, row_len = p->padded_w * cpt;
-    const synet_size n = r / p->padded_h, y = r % p->padded_h - p->pad_low_y;
+    const synet_size n = r / (p->padded_d * p->padded_h), z = r / p->padded_h % p->padded_d - p->pad_low_z;
+    const synet_size y = r % p->padded_h - p->pad_low_y;
+    const int outside = y < 0 || y >= p->src_h || z < 0 || z >= p->src_d;
     char *d = (char *)image + r * row_len * e;
-    if (y < 0 || y >= p->src_h || p->cg_padded != p->cg_in) {
+    if (outside || p->cg_padded != p->cg_in) {
         memset(d, 0, row_len * e);
-        if (y < 0 || y >= p->src_h)
+        if (outside)
             return;
     } else { /* only the left and right borders */
         memset(d, 0, p->pad_low_x * cpt * e);
@@ -506,7 +508,7 @@ static void pad_row_gemm(const synet_deconv_plan *p, const void *src, void *imag
     d += p->pad_low_x * cpt * e;
     const synet_size se = p->src_bf16 ? 2 : 4;
     if (p->nhwc) {
-        const synet_size s0 = (n * p->src_h + y) * p->src_w * p->src_c;
+        const synet_size s0 = ((n * p->src_d + z) * p->src_h + y) * p->src_w * p->src_c;
         if (p->cg_padded == p->cg_in) {
             convert_run((const char *)src + s0 * se, p->src_bf16, d, f32, p->src_w * p->src_c);
             return;
@@ -518,23 +520,25 @@ static void pad_row_gemm(const synet_deconv_plan *p, const void *src, void *imag
         return;
     }
     for (synet_size g = 0; g < p->group; ++g)
-        convert_planes((const char *)src + (((n * p->src_c + g * p->cg_in) * p->src_h + y) * p->src_w) * se,
-                       p->src_bf16, p->src_h * p->src_w, p->cg_in, p->src_w, d + g * p->cg_padded * e, f32, cpt);
+        convert_planes((const char *)src + ((((n * p->src_c + g * p->cg_in) * p->src_d + z) * p->src_h + y) * p->src_w) * se,
+                       p->src_bf16, p->src_d * p->src_h * p->src_w, p->cg_in, p->src_w, d + g * p->cg_padded * e, f32,
+                       cpt);
 }
 
 /* depthwise: row r of the BF16-rounded FP32 copy of src, zero-padded; [n, c, yp, xp] or [n, yp, xp, c] */
-static void pad_row_depthwise(const synet_deconv_plan *p, const void *src, void *image, synet_size r)
+static void pad_row_depthwise(const synet_deconv_plan *p, const void *src, void *image_, synet_size r)
 {
     const synet_size pix = p->nhwc ? p->src_c : 1, row_len = p->padded_w * pix;
-    const synet_size y = r % p->padded_h - p->pad_low_y, image_row = r / p->padded_h;
-    float *d = (float *)image + r * row_len;
-    if (y < 0 || y >= p->src_h) {
+    const synet_size y = r % p->padded_h - p->pad_low_y, z = r / p->padded_h % p->padded_d - p->pad_low_z;
+    const synet_size image = r / (p->padded_d * p->padded_h); /* n (channels last) or n * C + c */
+    float *d = (float *)image_ + r * row_len;
+    if (y < 0 || y >= p->src_h || z < 0 || z >= p->src_d) {
         memset(d, 0, row_len * 4);
         return;
     }
     memset(d, 0, p->pad_low_x * pix * 4);
     memset(d + (p->pad_low_x + p->src_w) * pix, 0, (p->padded_w - p->pad_low_x - p->src_w) * pix * 4);
-    const synet_size s0 = (image_row * p->src_h + y) * p->src_w * pix; /* image_row: n (NHWC) or n * C + c */
+    const synet_size s0 = ((image * p->src_d + z) * p->src_h + y) * p->src_w * pix;
     convert_run((const char *)src + s0 * (p->src_bf16 ? 2 : 4), p->src_bf16, d + p->pad_low_x * pix, 1,
                 p->src_w * pix);
 }
@@ -582,22 +586,28 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
     const synet_size r = t % p->nrows;
     t /= p->nrows;
     const synet_size g = t % p->group, n = t / p->group;
-    const synet_size ry = p->row_phase[r], j = p->row_index[r], oy = ry - p->pad_top + p->stride_y * j;
+    const synet_size rzy = p->row_phase[r], rz = rzy / p->stride_y, ry = rzy % p->stride_y;
+    const synet_size j = p->row_index[r], k = p->row_z[r];
+    const synet_size oy = ry - p->pad_top + p->stride_y * j, oz = rz - p->pad_front + p->stride_z * k;
+    const synet_size phases = p->stride_z * p->stride_y * p->stride_x;
     const synet_size nvalid = SYNET_MIN((synet_size)BLOCK, p->cg_out - ob * BLOCK);
     const int nv = (int)((nvalid + 15) / 16), mmax = micro_rows(p, nv);
     const synet_size oc0 = g * p->cg_out + ob * BLOCK, e = p->micro == SYNET_MICRO_FP32 ? 4 : 2;
     for (synet_size rx = 0; rx < p->stride_x; ++rx) {
-        const synet_size phase = ry * p->stride_x + rx, i0 = p->col_first[rx], ni = p->col_count[rx];
-        const uint16_t *bw = p->weights + p->weight_offsets[(g * p->stride_y * p->stride_x + phase) * p->nblocks + ob];
+        const synet_size phase = rzy * p->stride_x + rx, i0 = p->col_first[rx], ni = p->col_count[rx];
+        const uint16_t *bw = p->weights + p->weight_offsets[(g * phases + phase) * p->nblocks + ob];
         for (synet_size i = 0; i < ni;) {
             const int M = (int)SYNET_MIN((synet_size)mmax, ni - i);
-            const synet_size at = n * p->padded_image +
-                                  ((j + p->pad_low_y) * p->padded_w + (i0 + i + p->pad_low_x)) * p->pixel_stride +
-                                  g * p->cg_padded;
+            const synet_size at =
+                n * p->padded_image +
+                (((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + (i0 + i + p->pad_low_x)) *
+                    p->pixel_stride +
+                g * p->cg_padded;
             micro_tile(p, (const char *)image + at * e, p->tap_offsets + p->phase_tap0[phase], p->phase_taps[phase],
                        bw, tile, M, nv);
-            const synet_size off = n * p->dst_image + oc0 * channel_step(p) +
-                                   (oy * p->dst_w + rx - p->pad_left + p->stride_x * (i0 + i)) * pixel_step(p);
+            const synet_size off =
+                n * p->dst_image + oc0 * channel_step(p) +
+                ((oz * p->dst_h + oy) * p->dst_w + rx - p->pad_left + p->stride_x * (i0 + i)) * pixel_step(p);
             store(tile, BLOCK, M, nvalid, oc0, p, dst, off, p->stride_x * pixel_step(p), channel_step(p));
             i += M;
         }
@@ -625,7 +635,8 @@ static void amx_task(const synet_deconv_plan *p, const void *image, void *dst, s
     }
     amx_unit(img + p->seg_aoff[s0], s1 >= 0 ? img + p->seg_aoff[s1] : NULL, p->tap_offsets + p->phase_tap0[phase],
              p->phase_taps[phase], p->kpairs / 16, p->pixel_stride * 2,
-             p->weights + p->weight_offsets[(g * p->stride_y * p->stride_x + phase) * p->nblocks + ob], (int)nv, tile);
+             p->weights + p->weight_offsets[(g * p->stride_z * p->stride_y * p->stride_x + phase) * p->nblocks + ob],
+             (int)nv, tile);
     const synet_size mstep = p->stride_x * pixel_step(p), nstep = channel_step(p);
     const synet_size off = n * p->dst_image + oc0 * nstep; /* + the segment's first pixel */
     store(tile, 32, M, nvalid, oc0, p, dst, off + p->seg_doff[s0], mstep, nstep);
@@ -667,17 +678,21 @@ static void depthwise_task(const synet_deconv_plan *p, const float *image, void 
 {
     float acc[DW_CHUNK];
     const synet_size r = task % p->nrows, t = task / p->nrows;
-    const synet_size ry = p->row_phase[r], j = p->row_index[r], oy = ry - p->pad_top + p->stride_y * j;
+    const synet_size rzy = p->row_phase[r], rz = rzy / p->stride_y, ry = rzy % p->stride_y;
+    const synet_size j = p->row_index[r], k = p->row_z[r];
+    const synet_size oy = ry - p->pad_top + p->stride_y * j, oz = rz - p->pad_front + p->stride_z * k;
+    const synet_size zy = (k + p->pad_low_z) * p->padded_h + j + p->pad_low_y; /* the padded plane row */
     for (synet_size rx = 0; rx < p->stride_x; ++rx) {
-        const synet_size phase = ry * p->stride_x + rx, i0 = p->col_first[rx], ni = p->col_count[rx];
+        const synet_size phase = rzy * p->stride_x + rx, i0 = p->col_first[rx], ni = p->col_count[rx];
         const int64_t *toff = p->tap_offsets + p->phase_tap0[phase];
         if (p->nhwc) {
             const synet_size n = t;
             for (synet_size i = 0; i < ni; ++i) {
                 const float *s =
-                    image + ((n * p->padded_h + j + p->pad_low_y) * p->padded_w + i0 + i + p->pad_low_x) * p->src_c;
+                    image + ((n * p->padded_d * p->padded_h + zy) * p->padded_w + i0 + i + p->pad_low_x) * p->src_c;
                 const synet_size off =
-                    ((n * p->dst_h + oy) * p->dst_w + rx - p->pad_left + p->stride_x * (i0 + i)) * p->dst_c;
+                    (((n * p->dst_d + oz) * p->dst_h + oy) * p->dst_w + rx - p->pad_left + p->stride_x * (i0 + i)) *
+                    p->dst_c;
                 for (synet_size c0 = 0; c0 < p->src_c; c0 += DW_CHUNK) {
                     const synet_size cn = SYNET_MIN((synet_size)DW_CHUNK, p->src_c - c0);
                     depthwise_pixel(s + c0, toff, p->depthwise + p->phase_tap0[phase] * p->src_c + c0,
@@ -689,12 +704,12 @@ static void depthwise_task(const synet_deconv_plan *p, const float *image, void 
             const synet_size c = t % p->src_c, n = t / p->src_c;
             for (synet_size i = 0; i < ni; i += DW_CHUNK) {
                 const synet_size len = SYNET_MIN((synet_size)DW_CHUNK, ni - i);
-                const float *s = image + ((n * p->src_c + c) * p->padded_h + j + p->pad_low_y) * p->padded_w + i0 + i +
+                const float *s = image + ((n * p->src_c + c) * p->padded_d * p->padded_h + zy) * p->padded_w + i0 + i +
                                  p->pad_low_x;
                 depthwise_row(s, toff, p->depthwise + c * p->kpairs + p->phase_tap0[phase], p->phase_taps[phase], len,
                               acc);
-                const synet_size off =
-                    ((n * p->dst_c + c) * p->dst_h + oy) * p->dst_w + rx - p->pad_left + p->stride_x * (i0 + i);
+                const synet_size off = (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w + rx -
+                                       p->pad_left + p->stride_x * (i0 + i);
                 store(acc, 1, len, 1, c, p, dst, off, p->stride_x, 0);
             }
         }
@@ -724,39 +739,48 @@ static void task(const synet_deconv_plan *p, const void *image, void *dst, synet
 static void border_task(const synet_deconv_plan *p, const void *src, void *dst, synet_size task)
 {
     float acc[BORDER_CHUNK];
-    const synet_size oy = task % p->dst_h, g = task / p->dst_h % p->group, n = task / p->dst_h / p->group;
-    const int full_row = p->border_y[oy] != 0;
+    const synet_size oy = task % p->dst_h, oz = task / p->dst_h % p->dst_d, g = task / (p->dst_h * p->dst_d) % p->group;
+    const synet_size n = task / (p->dst_h * p->dst_d) / p->group;
+    const int full_row = p->border_y[oy] != 0 || p->border_z[oz] != 0;
     const synet_size count = full_row ? p->dst_w : p->nborder_x;
-    const synet_size src_chan = p->nhwc ? 1 : p->src_h * p->src_w; /* elements between input channels */
+    const synet_size src_chan = p->nhwc ? 1 : p->src_d * p->src_h * p->src_w; /* elements between input channels */
     for (synet_size k = 0; k < count; ++k) {
         const synet_size ox = full_row ? k : p->border_x[k];
         for (synet_size c0 = 0; c0 < p->cg_out; c0 += BORDER_CHUNK) {
             const synet_size cn = SYNET_MIN((synet_size)BORDER_CHUNK, p->cg_out - c0);
             for (synet_size co = 0; co < cn; ++co)
                 acc[co] = 0.0f;
-            for (synet_size ky = 0; ky < p->kernel_y; ++ky) {
-                const synet_size ty = oy + p->pad_top - ky * p->dilation_y;
-                if (ty < 0 || ty % p->stride_y != 0 || ty / p->stride_y >= p->src_h)
+            for (synet_size kz = 0; kz < p->kernel_z; ++kz) {
+                const synet_size tz = oz + p->pad_front - kz * p->dilation_z;
+                if (tz < 0 || tz % p->stride_z != 0 || tz / p->stride_z >= p->src_d)
                     continue;
-                const synet_size iy = ty / p->stride_y;
-                for (synet_size kx = 0; kx < p->kernel_x; ++kx) {
-                    const synet_size tx = ox + p->pad_left - kx * p->dilation_x;
-                    if (tx < 0 || tx % p->stride_x != 0 || tx / p->stride_x >= p->src_w)
+                const synet_size iz = tz / p->stride_z;
+                for (synet_size ky = 0; ky < p->kernel_y; ++ky) {
+                    const synet_size ty = oy + p->pad_top - ky * p->dilation_y;
+                    if (ty < 0 || ty % p->stride_y != 0 || ty / p->stride_y >= p->src_h)
                         continue;
-                    const synet_size ix = tx / p->stride_x;
-                    const synet_size pixel = p->nhwc ? ((n * p->src_h + iy) * p->src_w + ix) * p->src_c + g * p->cg_in
-                                                     : ((n * p->src_c + g * p->cg_in) * p->src_h + iy) * p->src_w + ix;
-                    const float *w =
-                        p->exact_weights + ((g * p->kernel_y + ky) * p->kernel_x + kx) * p->cg_in * p->cg_out + c0;
-                    for (synet_size ci = 0; ci < p->cg_in; ++ci) {
-                        const float a = synet_bf16_to_float(bf16_at(src, p->src_bf16, pixel + ci * src_chan));
-                        for (synet_size co = 0; co < cn; ++co)
-                            acc[co] += a * w[ci * p->cg_out + co];
+                    const synet_size iy = ty / p->stride_y;
+                    for (synet_size kx = 0; kx < p->kernel_x; ++kx) {
+                        const synet_size tx = ox + p->pad_left - kx * p->dilation_x;
+                        if (tx < 0 || tx % p->stride_x != 0 || tx / p->stride_x >= p->src_w)
+                            continue;
+                        const synet_size ix = tx / p->stride_x;
+                        const synet_size pixel =
+                            p->nhwc ? (((n * p->src_d + iz) * p->src_h + iy) * p->src_w + ix) * p->src_c + g * p->cg_in
+                                    : (((n * p->src_c + g * p->cg_in) * p->src_d + iz) * p->src_h + iy) * p->src_w + ix;
+                        const float *w = p->exact_weights +
+                                         (((g * p->kernel_z + kz) * p->kernel_y + ky) * p->kernel_x + kx) * p->cg_in *
+                                             p->cg_out + c0;
+                        for (synet_size ci = 0; ci < p->cg_in; ++ci) {
+                            const float a = synet_bf16_to_float(bf16_at(src, p->src_bf16, pixel + ci * src_chan));
+                            for (synet_size co = 0; co < cn; ++co)
+                                acc[co] += a * w[ci * p->cg_out + co];
+                        }
                     }
                 }
             }
-            const synet_size off =
-                n * p->dst_image + (g * p->cg_out + c0) * channel_step(p) + (oy * p->dst_w + ox) * pixel_step(p);
+            const synet_size off = n * p->dst_image + (g * p->cg_out + c0) * channel_step(p) +
+                                   ((oz * p->dst_h + oy) * p->dst_w + ox) * pixel_step(p);
             store(acc, 0, 1, cn, g * p->cg_out + c0, p, dst, off, 0, channel_step(p));
         }
     }
@@ -764,10 +788,10 @@ static void border_task(const synet_deconv_plan *p, const void *src, void *dst, 
 
 /* ---- weight packing ---- */
 
-SYNET_INLINE uint16_t weight_bits(const synet_deconv_weights *w, synet_size g, synet_size cg_in, synet_size ci,
-                                  synet_size co, synet_size ky, synet_size kx)
+/* the weights of kernel position t (tap_kz / tap_ky / tap_kx[t]), relative to a (ci, co) */
+static synet_size tap_step(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size t)
 {
-    return synet_bf16_from_float(w->w[(g * cg_in + ci) * w->ci_step + co * w->co_step + ky * w->ky_step + kx * w->kx_step]);
+    return p->tap_kz[t] * w->kz_step + p->tap_ky[t] * w->ky_step + p->tap_kx[t] * w->kx_step;
 }
 
 /* One row of a packed block: lanes n < valid of (bf16(w0[n * co_step]), bf16(w1[n * co_step])) pairs
@@ -839,7 +863,7 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
 static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size g, synet_size k,
                                 uint16_t *packed)
 {
-    const synet_size phases = p->stride_y * p->stride_x, taps = p->kernel_y * p->kernel_x;
+    const synet_size phases = p->stride_z * p->stride_y * p->stride_x, taps = p->kernel_z * p->kernel_y * p->kernel_x;
     const float *w0 = w->w + (g * p->cg_in + 2 * k) * w->ci_step;
     const float *w1 = 2 * k + 1 < p->cg_in ? w0 + w->ci_step : NULL;
     const __m512i exponent = _mm512_set1_epi32(0x7F80);
@@ -853,7 +877,7 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
         for (synet_size phase = 0; phase < phases; ++phase) { /* the row of each kernel position */
             const synet_size t0 = p->phase_tap0[phase];
             for (synet_size t = 0; t < p->phase_taps[phase]; ++t)
-                rows[p->tap_ky[t0 + t] * p->kernel_x + p->tap_kx[t0 + t]] =
+                rows[(p->tap_kz[t0 + t] * p->kernel_y + p->tap_ky[t0 + t]) * p->kernel_x + p->tap_kx[t0 + t]] =
                     packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob] + (t * p->kpairs + k) * lanes * 2;
         }
         for (synet_size n = 0; n < lanes; n += 16) {
@@ -879,17 +903,17 @@ static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, 
 {
     int nonfinite = 0;
 #if SYNET_AVX512
-    if (2 * k < p->cg_in && w->kx_step == 1 && w->ky_step == p->kernel_x && w->co_step == p->kernel_y * p->kernel_x &&
-        p->kernel_y * p->kernel_x <= 16 && w->co_step > 1)
+    if (2 * k < p->cg_in && w->kx_step == 1 && w->ky_step == p->kernel_x && w->kz_step == p->kernel_y * p->kernel_x &&
+        w->co_step == p->kernel_z * w->kz_step && w->co_step <= 16 && w->co_step > 1)
         return pack_gemm_transposed(p, w, g, k, packed);
 #endif
-    const synet_size phases = p->stride_y * p->stride_x;
+    const synet_size phases = p->stride_z * p->stride_y * p->stride_x;
     const float *w0 = w->w + (g * p->cg_in + 2 * k) * w->ci_step;
     const float *w1 = 2 * k + 1 < p->cg_in ? w0 + w->ci_step : NULL;
     for (synet_size phase = 0; phase < phases; ++phase) {
         const synet_size t0 = p->phase_tap0[phase];
         for (synet_size t = 0; t < p->phase_taps[phase]; ++t) {
-            const synet_size tap = p->tap_ky[t0 + t] * w->ky_step + p->tap_kx[t0 + t] * w->kx_step;
+            const synet_size tap = tap_step(p, w, t0 + t);
             for (synet_size ob = 0; ob < p->nblocks; ++ob) {
                 const synet_size first = ob * p->block_width;
                 const synet_size valid = SYNET_MIN(p->block_width, p->cg_out - first), lanes = (valid + 15) / 16 * 16;
@@ -912,7 +936,7 @@ static int pack_depthwise(const synet_deconv_plan *p, const synet_deconv_weights
 {
     int nonfinite = 0;
     for (synet_size t = 0; t < p->kpairs; ++t) {
-        const uint16_t h = weight_bits(w, c, 1, 0, 0, p->tap_ky[t], p->tap_kx[t]);
+        const uint16_t h = synet_bf16_from_float(w->w[c * w->ci_step + tap_step(p, w, t)]);
         nonfinite |= (h & 0x7F80) == 0x7F80;
         table[p->nhwc ? t * p->src_c + c : c * p->kpairs + t] = synet_bf16_to_float(h);
     }

@@ -1,9 +1,10 @@
-/* Deconvolution16b: BF16/FP32 transposed convolution with fused bias and activation.
+/* Deconvolution16b: BF16/FP32 transposed convolution with fused bias and activation, in 1, 2 or 3
+ * spatial dimensions (1-D and 2-D are 3-D with depth 1; 1-D also has height 1).
  *
- *   dst[n, oc, oy, ox] = act(bias[oc] + sum src[n, ic, iy, ix] * w[ic, oc, ky, kx])
+ *   dst[n, oc, oz, oy, ox] = act(bias[oc] + sum src[n, ic, iz, iy, ix] * w[ic, oc, kz, ky, kx])
  *
- * over the taps with oy = iy*stride_y - pad_top + ky*dilation_y (likewise x), ic in oc's group; src
- * and w rounded to BF16 (nearest-even), products summed in FP32. The plan is built by
+ * over the taps with oz = iz*stride_z - pad_front + kz*dilation_z (likewise y, x), ic in oc's group;
+ * src and w rounded to BF16 (nearest-even), products summed in FP32. The plan is built by
  * synet/_deconvolution_plan.py (geometry, tables) and synet/_deconvolution.pyx (pointers); the
  * kernels below run one task of it. See deconvolution.c for the algorithms.
  */
@@ -27,24 +28,28 @@ typedef struct synet_deconv_plan {
     int direct;      /* BF16 NHWC src read in place as the padded image (no copy) */
     int act;         /* SYNET_ACT_* */
     synet_size buf_size; /* bytes of scratch the run needs (the padded source image + 64) */
-    /* geometry as the kernels see it (a 1x1 stride-1 deconvolution is one long row) */
-    synet_size batch, src_c, src_h, src_w, dst_c, dst_h, dst_w, group, cg_in, cg_out;
-    synet_size kernel_y, kernel_x, dilation_y, dilation_x, stride_y, stride_x, pad_top, pad_left;
-    /* the padded source image: [batch, padded_h, padded_w, pixel_stride] (GEMM; BF16 bits, or FP32
-       values for SYNET_MICRO_FP32), with each group's cg_in channels padded to cg_padded; depthwise:
-       FP32 [batch, src_c, padded_h, padded_w] (NCHW) or [batch, padded_h, padded_w, src_c] (NHWC).
-       pad_low_y / pad_low_x zero rows / columns come before the source. */
-    synet_size padded_h, padded_w, pad_low_y, pad_low_x, cg_padded, pixel_stride, padded_image;
+    /* geometry as the kernels see it (a 1x1x1 stride-1 deconvolution is one long row) */
+    synet_size batch, src_c, src_d, src_h, src_w, dst_c, dst_d, dst_h, dst_w, group, cg_in, cg_out;
+    synet_size kernel_z, kernel_y, kernel_x, dilation_z, dilation_y, dilation_x, stride_z, stride_y, stride_x;
+    synet_size pad_front, pad_top, pad_left;
+    /* the padded source image: [batch, padded_d, padded_h, padded_w, pixel_stride] (GEMM; BF16 bits, or
+       FP32 values for SYNET_MICRO_FP32), with each group's cg_in channels padded to cg_padded; depthwise:
+       FP32 [batch, src_c, padded_d, padded_h, padded_w] (channels first) or [batch, padded_d, padded_h,
+       padded_w, src_c] (channels last). pad_low_z / pad_low_y / pad_low_x zero planes / rows / columns
+       come before the source. */
+    synet_size padded_d, padded_h, padded_w, pad_low_z, pad_low_y, pad_low_x, cg_padded, pixel_stride;
+    synet_size padded_image;
     synet_size kpairs;      /* GEMM: cg_padded / 2 channel pairs; depthwise: taps per channel */
     synet_size block_width; /* output channels per weight block: 64, or 32 with AMX */
     synet_size nblocks, nrows, nunits, ntasks, dst_image;
     synet_size pad_rows;    /* rows of the padded image the run fills (0: direct) */
-    /* tables: every output phase (ry, rx) of the stride_y x stride_x phases has phase_taps[phase] taps
-       from phase_tap0[phase] on, with tap_offsets (elements of the padded image) and kernel positions
-       tap_ky / tap_kx; task rows are (row_phase, row_index) pairs; phase column rx has col_count
-       columns from col_first */
-    const int64_t *phase_taps, *phase_tap0, *tap_offsets, *tap_ky, *tap_kx;
-    const int64_t *row_phase, *row_index, *col_first, *col_count;
+    /* tables: every output phase (rz, ry, rx) of the stride_z x stride_y x stride_x phases, numbered
+       (rz * stride_y + ry) * stride_x + rx, has phase_taps[phase] taps from phase_tap0[phase] on, with
+       tap_offsets (elements of the padded image) and kernel positions tap_kz / tap_ky / tap_kx; a task
+       row is an output row of phase row_phase (= rz * stride_y + ry), with index row_z (along z) and
+       row_index (along y); phase column rx has col_count columns from col_first */
+    const int64_t *phase_taps, *phase_tap0, *tap_offsets, *tap_kz, *tap_ky, *tap_kx;
+    const int64_t *row_phase, *row_z, *row_index, *col_first, *col_count;
     /* AMX units: segment unit_s0 and (full segments only) unit_s1 or -1; a segment is <= 16 pixels
        of one phase row: its first pixel in the padded image (seg_aoff) and in dst (seg_doff) */
     const int64_t *unit_s0, *unit_s1, *seg_aoff, *seg_doff, *seg_m, *seg_phase;
@@ -60,28 +65,29 @@ typedef struct synet_deconv_plan {
        taps only, as PyTorch does. */
     int exact_borders;
     synet_size nborder_x;
+    const int64_t *border_z;      /* [dst_d]: 1 for a border plane (all of its outputs) */
     const int64_t *border_y;      /* [dst_h]: 1 for a border row (all of its outputs) */
     const int64_t *border_x;      /* [nborder_x]: the border columns, ascending */
-    const float *exact_weights;   /* BF16-rounded FP32 weights [group][kernel_y][kernel_x][cg_in][cg_out] */
+    const float *exact_weights;   /* BF16-rounded FP32 weights [group][kernel_z][kernel_y][kernel_x][cg_in][cg_out] */
 } synet_deconv_plan;
 
-/* The caller's weights: element (g, ci, co, ky, kx) is at w[g * cg_in * ci_step + ci * ci_step +
-   co * co_step + ky * ky_step + kx * kx_step] (FP32). */
+/* The caller's weights: element (g, ci, co, kz, ky, kx) is at w[(g * cg_in + ci) * ci_step + co * co_step +
+   kz * kz_step + ky * ky_step + kx * kx_step] (FP32). */
 typedef struct synet_deconv_weights {
     const float *w;
-    synet_size ci_step, co_step, ky_step, kx_step;
+    synet_size ci_step, co_step, kz_step, ky_step, kx_step;
 } synet_deconv_weights;
 
 typedef struct synet_deconv_kernels {
     const char *level;
     int micro_bf16; /* has the vdpbf16ps micro-kernel */
     int micro_amx;  /* has the AMX micro-kernel */
-    /* pads / converts row r < batch * padded_h (* src_c for depthwise NCHW) of the padded image */
+    /* pads / converts row r < pad_rows (batch * padded_d * padded_h, * src_c for depthwise channels first) */
     void (*pad_row)(const synet_deconv_plan *p, const void *src, void *image, synet_size r);
     /* output task t < ntasks; `rows`: this thread's configured AMX tile rows (0: none yet) */
     void (*task)(const synet_deconv_plan *p, const void *image, void *dst, synet_size t, int *rows);
     void (*amx_release)(void);
-    /* exact borders: the border outputs of task t < batch * group * dst_h */
+    /* exact borders: the border outputs of task t < batch * group * dst_d * dst_h */
     void (*border_task)(const synet_deconv_plan *p, const void *src, void *dst, synet_size t);
     /* packs unit u of the weights, rounded to BF16: GEMM (u < group * kpairs): channel pair u % kpairs
        of group u / kpairs into `packed` at p->weight_offsets; depthwise (u < src_c): channel u into the

@@ -1,0 +1,258 @@
+"""conv_transpose1d / conv_transpose3d and Deconvolution3d16b against an independent float64 reference
+(and PyTorch in float64 where installed); 1-D and 3-D agree bit for bit with the 2-D form."""
+
+import itertools
+import pickle
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import synet
+from synet import Activation, ConvParams3d, Deconvolution3d16b
+
+from test_deconvolution import DEFAULTS, activate, assert_close, assert_matches_nonfinite, bf16_round
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def reference_nd(x, w, bias, stride, begin, end, dilation, groups):
+    """Transposed convolution in float64, channels first: x [N, C, *S], w [C, Cg_out, *K]; `end` pads may be
+    negative (output_padding). Returns (result incl. bias, Σ|x·w| per output)."""
+    n, c, *size = x.shape
+    cg_out, *kernel = w.shape[1:]
+    dims = len(size)
+    full = [s * (i - 1) + d * (k - 1) + 1 for i, k, s, d in zip(size, kernel, stride, dilation)]
+    dst = [f - b - e for f, b, e in zip(full, begin, end)]
+    span = [max(f, b + o) for f, b, o in zip(full, begin, dst)]
+    out = np.zeros((n, groups, cg_out, *span))
+    mag = np.zeros_like(out)
+    xg = x.reshape(n, groups, c // groups, *size)
+    wg = w.reshape(groups, c // groups, cg_out, *kernel)
+    letters = "hwd"[:dims]
+    for taps in itertools.product(*(range(k) for k in kernel)):
+        where = (Ellipsis,) + tuple(slice(t * d, t * d + s * (i - 1) + 1, s)
+                                    for t, d, s, i in zip(taps, dilation, stride, size))
+        rule = f"ngc{letters},gce->nge{letters}"
+        out[where] += np.einsum(rule, xg, wg[(Ellipsis, *taps)])
+        mag[where] += np.einsum(rule, np.abs(xg), np.abs(wg[(Ellipsis, *taps)]))
+    crop = (slice(None), slice(None)) + tuple(slice(b, b + o) for b, o in zip(begin, dst))
+    out = out.reshape(n, -1, *span)[crop]
+    mag = mag.reshape(n, -1, *span)[crop]
+    if bias is not None:
+        out = out + np.asarray(bias, np.float64).reshape((1, -1) + (1,) * dims)
+    return out, mag
+
+
+FUNCTIONS = {1: synet.conv_transpose1d, 3: synet.conv_transpose3d}
+LAYOUTS = {1: ("NCL", "NLC"), 3: ("NCDHW", "NDHWC")}
+
+
+@st.composite
+def cases(draw, dims):
+    groups = draw(st.sampled_from([1, 1, 2, "depthwise"]))
+    if groups == "depthwise":
+        groups = c_in = c_out = draw(st.integers(1, 6))
+    else:
+        c_in = groups * draw(st.integers(1, 20 if dims == 1 else 9))
+        c_out = groups * draw(st.integers(1, 20 if dims == 1 else 9))
+    size = tuple(draw(st.integers(1, 9 if dims == 1 else 4)) for _ in range(dims))
+    kernel = tuple(draw(st.integers(1, 4 if dims == 1 else 3)) for _ in range(dims))
+    stride = tuple(draw(st.integers(1, 3)) for _ in range(dims))
+    dilation = tuple(draw(st.integers(1, 2)) for _ in range(dims))
+    extra = tuple(draw(st.integers(0, max(s, d) - 1)) for s, d in zip(stride, dilation))
+    full = [s * (i - 1) + d * (k - 1) + 1 + o for i, k, s, d, o in zip(size, kernel, stride, dilation, extra)]
+    begin = tuple(draw(st.integers(0, max(0, f - 1) // 2)) for f in full)
+    end = tuple(draw(st.integers(0, max(0, f - 1 - b) // 2)) for f, b in zip(full, begin))
+    act = draw(st.sampled_from(list(Activation)))
+    return dict(dims=dims, groups=groups, c_in=c_in, c_out=c_out, size=size, kernel=kernel, stride=stride,
+                dilation=dilation, extra=extra, begin=begin, end=end, act=act, batch=draw(st.integers(1, 2)),
+                layout=draw(st.sampled_from(LAYOUTS[dims])), src=draw(st.sampled_from(["f32", "bf16"])),
+                dst=draw(st.sampled_from(["f32", "bf16"])), threads=draw(st.sampled_from([1, 2])),
+                seed=draw(st.integers(0, 2**16)))
+
+
+def run_case(case):
+    dims, g = case["dims"], case["groups"]
+    rng = np.random.default_rng(case["seed"])
+    x = rng.standard_normal((case["batch"], case["c_in"], *case["size"])).astype(np.float32)
+    w = rng.standard_normal((case["c_in"], case["c_out"] // g, *case["kernel"])).astype(np.float32)
+    bias = rng.standard_normal(case["c_out"]).astype(np.float32)
+    act = case["act"]
+    params = rng.uniform(-1, 1, case["c_out"]) if act == Activation.PRELU else DEFAULTS.get(act)
+    channels_last = case["layout"] in ("NLC", "NDHWC")
+    xs = np.moveaxis(x, 1, -1).copy() if channels_last else x
+    ws = np.moveaxis(w, 1, -1).copy() if channels_last else w
+    if case["src"] == "bf16":
+        xs = xs.astype(BF16)
+    got = FUNCTIONS[dims](xs, ws, bias, case["stride"], case["begin"] + case["end"], case["extra"], g,
+                          case["dilation"], layout=case["layout"], activation=act,
+                          activation_params=params if act == Activation.PRELU else None,
+                          out_dtype=BF16 if case["dst"] == "bf16" else np.float32, n_threads=case["threads"])
+    if channels_last:
+        got = np.moveaxis(got, -1, 1)
+    end = tuple(e - o for e, o in zip(case["end"], case["extra"]))
+    ref, mag = reference_nd(bf16_round(x), bf16_round(w), bias, case["stride"], case["begin"], end,
+                            case["dilation"], g)
+    ref = activate(ref, act, params) if act != Activation.IDENTITY else ref
+    assert got.shape == ref.shape
+    return got, ref, mag
+
+
+@given(cases(1))
+def test_conv_transpose1d_matches_reference(case):
+    got, ref, mag = run_case(case)
+    assert_close(got.astype(np.float32), ref, mag * (2 if case["act"] != Activation.IDENTITY else 1),
+                 case["dst"] == "bf16")
+
+
+@given(cases(3))
+def test_conv_transpose3d_matches_reference(case):
+    got, ref, mag = run_case(case)
+    assert_close(got.astype(np.float32), ref, mag * (2 if case["act"] != Activation.IDENTITY else 1),
+                 case["dst"] == "bf16")
+
+
+@pytest.mark.parametrize("layout", ["NCL", "NLC"])
+@pytest.mark.parametrize("groups", [1, 4, 16])
+def test_1d_is_the_2d_kernel_with_height_one(layout, groups):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 16, 37)).astype(np.float32)
+    w = rng.standard_normal((16, 32 // groups, 5)).astype(np.float32)
+    if layout == "NLC":
+        x, w = np.moveaxis(x, 1, -1).copy(), np.moveaxis(w, 1, -1).copy()
+    one = synet.conv_transpose1d(x, w, None, 3, (2, 1), 1, groups, 2, layout=layout, activation="relu")
+    two = synet.conv_transpose2d(x[:, None] if layout == "NLC" else x[:, :, None], w[:, None] if layout == "NLC"
+                                 else w[:, :, None], None, (1, 3), (0, 2, 0, 1), (0, 1), groups, (1, 2),
+                                 layout="NHWC" if layout == "NLC" else "NCHW", activation="relu")
+    assert np.array_equal(one.view(np.uint32), two.reshape(one.shape).view(np.uint32))
+
+
+@pytest.mark.parametrize("layout", ["NCDHW", "NDHWC"])
+def test_3d_with_depth_one_is_the_2d_result(layout):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 24, 1, 6, 7)).astype(np.float32)
+    w = rng.standard_normal((24, 20, 1, 4, 4)).astype(np.float32)
+    if layout == "NDHWC":
+        x, w = np.moveaxis(x, 1, -1).copy(), np.moveaxis(w, 1, -1).copy()
+    three = synet.conv_transpose3d(x, w, None, (1, 2, 2), (0, 1, 1), layout=layout)
+    two = synet.conv_transpose2d(x[:, 0] if layout == "NDHWC" else x[:, :, 0],
+                                 w[:, 0] if layout == "NDHWC" else w[:, :, 0], None, 2, 1,
+                                 layout="NHWC" if layout == "NDHWC" else "NCHW")
+    assert np.array_equal(three.view(np.uint32).reshape(-1), two.view(np.uint32).reshape(-1))
+
+
+@pytest.mark.parametrize("dims", [1, 3])
+@pytest.mark.parametrize("depthwise", [False, True])
+def test_thread_count_agnostic(dims, depthwise):
+    rng = np.random.default_rng(3)
+    c = 16
+    size = (300,) if dims == 1 else (6, 9, 8)
+    x = rng.standard_normal((2, c, *size)).astype(np.float32)
+    w = rng.standard_normal((c, 1 if depthwise else 24, *(4,) * dims)).astype(np.float32)
+    fn = FUNCTIONS[dims]
+    one = fn(x, w, None, 2, 1, groups=c if depthwise else 1, activation="gelu", n_threads=1)
+    for n in (2, 3):
+        assert np.array_equal(one.view(np.uint32), fn(x, w, None, 2, 1, groups=c if depthwise else 1,
+                                                      activation="gelu", n_threads=n).view(np.uint32))
+
+
+@pytest.mark.skipif(pytest.importorskip("torch", reason="torch not installed") is None, reason="torch")
+@pytest.mark.parametrize("dims, groups", [(1, 1), (1, 3), (3, 1), (3, 2)])
+def test_against_torch_float64(dims, groups):
+    import torch
+
+    rng = np.random.default_rng(4)
+    size = (50,) if dims == 1 else (5, 6, 7)
+    x = rng.standard_normal((2, 6, *size)).astype(np.float32)
+    w = rng.standard_normal((6, 12 // groups, *(3,) * dims)).astype(np.float32)
+    b = rng.standard_normal(12).astype(np.float32)
+    torch_fn = torch.nn.functional.conv_transpose1d if dims == 1 else torch.nn.functional.conv_transpose3d
+    ref = torch_fn(torch.from_numpy(bf16_round(x)), torch.from_numpy(bf16_round(w)), torch.from_numpy(b.astype(np.float64)),
+                   stride=2, padding=1, output_padding=1, groups=groups, dilation=1).numpy()
+    got = FUNCTIONS[dims](x, w, b, 2, 1, 1, groups)
+    _, mag = reference_nd(bf16_round(x), bf16_round(w), None, (2,) * dims, (1,) * dims, (0,) * dims, (1,) * dims,
+                          groups)
+    assert_close(got, ref, mag, False)
+
+
+# ---------------------------------------------------------------------------------------------
+# The 3-D context
+
+
+def context_3d(layout="NCDHW", groups=1, activation="relu", seed=5):
+    rng = np.random.default_rng(seed)
+    conv = ConvParams3d.deconvolution(8 * groups, 3, 4, 5, 6 * groups, 3, 2, 1, 1, groups, activation, format=layout)
+    d = Deconvolution3d16b(2, conv)
+    w = rng.standard_normal(8 * groups * 27 * 6).astype(np.float32)
+    d.set_params(w, rng.standard_normal(6 * groups))
+    shape = (2, 8 * groups, 3, 4, 5) if layout == "NCDHW" else (2, 3, 4, 5, 8 * groups)
+    return d, w, rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("layout", ["NCDHW", "NDHWC"])
+@pytest.mark.parametrize("groups", [1, 2])
+def test_3d_context_equals_the_functional_form(layout, groups):
+    d, w, x = context_3d(layout, groups)
+    conv = d.conv
+    assert isinstance(conv, ConvParams3d) and (conv.dst_d, conv.dst_h, conv.dst_w) == (5, 7, 9)
+    weight = w.reshape(8 * groups, 6, 3, 3, 3) if layout == "NCDHW" else w.reshape(8 * groups, 3, 3, 3, 6)
+    bias = np.random.default_rng(5).standard_normal(8 * groups * 27 * 6)  # same draws as context_3d
+    rng = np.random.default_rng(5)
+    rng.standard_normal(8 * groups * 27 * 6)
+    bias = rng.standard_normal(6 * groups)
+    expected = synet.conv_transpose3d(x, weight, bias, 2, 1, groups=groups, layout=layout, activation="relu")
+    assert np.array_equal(d.forward(x).view(np.uint32), expected.view(np.uint32))
+    assert "[" in d.info() and d.external_buffer_size() > 0
+
+
+def test_3d_context_pickles_and_rejects_2d_params():
+    d, _, x = context_3d()
+    again = pickle.loads(pickle.dumps(d))
+    assert type(again) is Deconvolution3d16b
+    assert np.array_equal(again.forward(x).view(np.uint32), d.forward(x).view(np.uint32))
+    with pytest.raises(TypeError, match="ConvParams3d"):
+        Deconvolution3d16b(1, synet.ConvParams.deconvolution(4, 3, 3, 4, 2, 2))
+    with pytest.raises(TypeError, match="synet.ConvParams, got ConvParams3d"):
+        synet.Deconvolution16b(1, d.conv)
+
+
+def test_3d_nonfinite_weights_use_exact_borders():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1, 4, 3, 4, 5)).astype(np.float32)
+    w = rng.standard_normal((4, 5, 2, 3, 3)).astype(np.float32)
+    w[1, 2, 0, 1, 2] = np.nan
+    w[3, 0, 1, 0, 0] = np.inf
+    got = synet.conv_transpose3d(x, w, None, (1, 2, 2), (0, 1, 1))
+    ref, mag = reference_nd(bf16_round(x), bf16_round(w), None, (1, 2, 2), (0, 1, 1), (0, 1, 1), (1, 1, 1), 1)
+    assert_matches_nonfinite(got, ref, mag, False)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(stride=(1, 2)), "stride: expected an int or 3 ints"),
+    (dict(padding=(1, 2, 3, 4)), "padding: expected an int, 3 ints"),
+    (dict(padding=5), "padding: .* leaves an output of"),
+    (dict(output_padding=2), "output_padding: expected values < max"),
+    (dict(layout="NCHW"), "layout: expected 'NCDHW' or 'NDHWC'"),
+    (dict(groups=3), "groups: expected a divisor"),
+])
+def test_3d_errors_name_the_argument(kwargs, message):
+    x = np.ones((1, 4, 2, 2, 2), np.float32)
+    w = np.ones((4, 2, 2, 2, 2), np.float32)
+    with pytest.raises(ValueError, match=message):
+        synet.conv_transpose3d(x, w, **kwargs)
+
+
+def test_1d_errors_name_the_argument():
+    with pytest.raises(ValueError, match="x: expected a 3-D \\[N, C, L\\] array"):
+        synet.conv_transpose1d(np.ones((1, 2, 3, 4), np.float32), np.ones((2, 2, 2), np.float32))
+    with pytest.raises(ValueError, match="weight: expected a 3-D \\[C_in, kL, C_out/groups\\]"):
+        synet.conv_transpose1d(np.ones((1, 3, 2), np.float32), np.ones((2, 2), np.float32), layout="NLC")
+
+
+def test_empty_batches():
+    assert synet.conv_transpose1d(np.ones((0, 2, 5), np.float32), np.ones((2, 3, 2), np.float32), stride=2).shape \
+        == (0, 3, 10)
+    assert synet.conv_transpose3d(np.ones((0, 2, 1, 2, 3), np.float32), np.ones((2, 3, 2, 2, 2), np.float32),
+                                  stride=2).shape == (0, 3, 2, 4, 6)
