@@ -79,3 +79,55 @@ WORKLOADS = [
     _workload("D4", "NCHW", 64, (64, 64), 64, 4, 2, 1, group=64, ort=True),
     _workload("D5", "NHWC", 128, (64, 64), 64, 4, 2, 1),
 ]
+
+
+def _workload_nd(name, dims, src_c, size, dst_c, kernel, stride, pad, group=1):
+    """1-D (NCL) and 3-D (NCDHW) transposed convolutions: context, functional form and peers."""
+    fn = synet.conv_transpose1d if dims == 1 else synet.conv_transpose3d
+
+    def make():
+        rng = np.random.default_rng(RNG_SEED)
+        x = rng.standard_normal((1, src_c, *size)).astype(np.float32)
+        w = (rng.standard_normal((src_c, dst_c // group, *(kernel,) * dims)) * 0.1).astype(np.float32)
+        b = rng.standard_normal(dst_c).astype(np.float32)
+        if dims == 3:
+            conv = synet.ConvParams3d.deconvolution(src_c, *size, dst_c, kernel, stride, 1, pad, group)
+            context = synet.Deconvolution3d16b(1, conv)
+            context.set_params(w, b)
+            buf = np.empty(context.external_buffer_size(), np.uint8)
+            dst = context.forward(x)
+            candidates = {"synet": lambda: context.forward(x, buf, dst, n_threads=1),
+                          "synet x2": lambda: context.forward(x, buf, dst, n_threads=2)}
+        else:
+            out = fn(x, w, b, stride, pad, groups=group)
+            candidates = {"synet": lambda: fn(x, w, b, stride, pad, groups=group, out=out, n_threads=1),
+                          "synet x2": lambda: fn(x, w, b, stride, pad, groups=group, out=out, n_threads=2)}
+        candidates["synet functional"] = lambda: fn(x, w, b, stride, pad, groups=group, n_threads=1)
+        torch = torch_single_thread()
+        if torch is not None:
+            F = torch.nn.functional
+            torch_fn = F.conv_transpose1d if dims == 1 else F.conv_transpose3d
+            for label, tdtype in (("torch fp32", torch.float32), ("torch bf16", torch.bfloat16)):
+                tx, tw, tb = (torch.from_numpy(a).to(tdtype) for a in (x, w, b))
+
+                def run(tx=tx, tw=tw, tb=tb):
+                    with torch.inference_mode():
+                        return torch_fn(tx, tw, tb, stride=stride, padding=pad, groups=group)
+                candidates[label] = run
+        if dims == 3:
+            session = ort_single_op("ConvTranspose", ["x", "w", "b"], {"x": x}, {"w": w, "b": b},
+                                    kernel_shape=[kernel] * 3, strides=[stride] * 3, pads=[pad] * 6, group=group)
+            if session is not None:
+                candidates["onnxruntime fp32"] = session
+        return candidates
+
+    flops = 2 * kernel ** dims * src_c * int(np.prod(size)) * dst_c // group
+    layout = "NCL" if dims == 1 else "NCDHW"
+    title = f"{layout} {src_c}x{'x'.join(map(str, size))} -> {dst_c}, k{kernel} s{stride} p{pad}, f32"
+    return Workload(name, title, make, flops=flops)
+
+
+WORKLOADS += [
+    _workload_nd("D6", 1, 512, (4096,), 256, 16, 8, 4),
+    _workload_nd("D7", 3, 64, (16, 32, 32), 32, 2, 2, 0),
+]

@@ -593,23 +593,31 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
     const synet_size nvalid = SYNET_MIN((synet_size)BLOCK, p->cg_out - ob * BLOCK);
     const int nv = (int)((nvalid + 15) / 16), mmax = micro_rows(p, nv);
     const synet_size oc0 = g * p->cg_out + ob * BLOCK, e = p->micro == SYNET_MICRO_FP32 ? 4 : 2;
-    for (synet_size rx = 0; rx < p->stride_x; ++rx) {
-        const synet_size phase = rzy * p->stride_x + rx, i0 = p->col_first[rx], ni = p->col_count[rx];
-        const uint16_t *bw = p->weights + p->weight_offsets[(g * phases + phase) * p->nblocks + ob];
-        for (synet_size i = 0; i < ni;) {
-            const int M = (int)SYNET_MIN((synet_size)mmax, ni - i);
-            const synet_size at =
-                n * p->padded_image +
-                (((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + (i0 + i + p->pad_low_x)) *
-                    p->pixel_stride +
-                g * p->cg_padded;
-            micro_tile(p, (const char *)image + at * e, p->tap_offsets + p->phase_tap0[phase], p->phase_taps[phase],
-                       bw, tile, M, nv);
-            const synet_size off =
-                n * p->dst_image + oc0 * channel_step(p) +
-                ((oz * p->dst_h + oy) * p->dst_w + rx - p->pad_left + p->stride_x * (i0 + i)) * pixel_step(p);
-            store(tile, BLOCK, M, nvalid, oc0, p, dst, off, p->stride_x * pixel_step(p), channel_step(p));
-            i += M;
+    /* columns in chunks, every x phase of a chunk before the next chunk: the output lines the phases
+       share (stride_x phases interleave along a row) are completed while they are in cache */
+    synet_size columns = 0;
+    for (synet_size rx = 0; rx < p->stride_x; ++rx)
+        columns = SYNET_MAX(columns, p->col_count[rx]);
+    for (synet_size c0 = 0; c0 < columns; c0 += 4 * mmax) {
+        for (synet_size rx = 0; rx < p->stride_x; ++rx) {
+            const synet_size phase = rzy * p->stride_x + rx, i0 = p->col_first[rx];
+            const synet_size ni = SYNET_MIN(p->col_count[rx], c0 + 4 * mmax);
+            const uint16_t *bw = p->weights + p->weight_offsets[(g * phases + phase) * p->nblocks + ob];
+            for (synet_size i = c0; i < ni;) {
+                const int M = (int)SYNET_MIN((synet_size)mmax, ni - i);
+                const synet_size at =
+                    n * p->padded_image +
+                    (((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + (i0 + i + p->pad_low_x)) *
+                        p->pixel_stride +
+                    g * p->cg_padded;
+                micro_tile(p, (const char *)image + at * e, p->tap_offsets + p->phase_tap0[phase],
+                           p->phase_taps[phase], bw, tile, M, nv);
+                const synet_size off =
+                    n * p->dst_image + oc0 * channel_step(p) +
+                    ((oz * p->dst_h + oy) * p->dst_w + rx - p->pad_left + p->stride_x * (i0 + i)) * pixel_step(p);
+                store(tile, BLOCK, M, nvalid, oc0, p, dst, off, p->stride_x * pixel_step(p), channel_step(p));
+                i += M;
+            }
         }
     }
 }
