@@ -140,7 +140,8 @@ cdef extern from "deconvolution.h" nogil:
         const char* level
         int micro_bf16, micro_amx
         void (*pad_row)(const synet_deconv_plan* p, const void* src, void* image, Py_ssize_t r) noexcept nogil
-        void (*task)(const synet_deconv_plan* p, const void* image, void* dst, Py_ssize_t t, int* rows) noexcept nogil
+        void (*task)(const synet_deconv_plan* p, const void* src, void* image, void* dst, Py_ssize_t t,
+                     int* rows) noexcept nogil
         void (*amx_release)() noexcept nogil
         void (*border_task)(const synet_deconv_plan* p, const void* src, void* dst, Py_ssize_t t) noexcept nogil
         int (*pack)(const synet_deconv_plan* p, const synet_deconv_weights* w, Py_ssize_t u, void* packed) noexcept nogil

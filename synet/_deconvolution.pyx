@@ -107,7 +107,6 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
         if buf == NULL:
             return SYNET_VALUE_ERROR
         image = <char*>buf + ((64 - (<size_t>buf) % 64) % 64)
-    cdef const void* a = src if p.direct else <const void*>image
     nthreads = max(n_threads, 1) if p.batch * p.dst_image * p.cg_in >= PARALLEL_MIN else 1
     rows = <int*>calloc(nthreads * 16, sizeof(int))   # AMX: per thread, the tile rows configured (0: none)
     if rows == NULL:         # no memory for 16 ints a thread: run on this thread
@@ -118,7 +117,7 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
         for r in prange(p.pad_rows, schedule="static"):
             K.pad_row(p, src, image, r)
         for t in prange(p.ntasks, schedule="guided"):
-            K.task(p, a, dst, t, rows + 16 * threadid())
+            K.task(p, src, image, dst, t, rows + 16 * threadid())
         if p.micro == SYNET_MICRO_AMX and p.impl == SYNET_DECONV_GEMM:
             K.amx_release()
         if p.exact_borders:   # after the barrier that ends the main pass: overwrite its border outputs

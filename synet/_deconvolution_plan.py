@@ -232,8 +232,9 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
     if depthwise:
         cgp, cpt, pix = 1, 1, geo.src_c if nhwc else 1
         direct = False
-        buf_size = batch * geo.src_c * dp * hp * wp * 4 + 64
-        pad_rows = batch * dp * hp * (1 if nhwc else geo.src_c)
+        # + 64 floats: a row's last vector may read up to 15 columns past the image (into lanes never stored)
+        buf_size = batch * geo.src_c * dp * hp * wp * 4 + 64 + 256
+        pad_rows = batch * dp * hp if nhwc else 0   # channels first: each plane's task pads it
     else:
         cgp = (cg_in + 31) // 32 * 32 if amx else cg_in + (cg_in & 1)
         cpt = pix = g * cgp
@@ -323,7 +324,7 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
         "seg_phase": _table(seg_phase), "border_z": _table(border_z), "border_y": _table(border_y),
         "border_x": _table(border_x), "weight_offsets": _table(weight_offsets),
     }
-    ntasks = batch * (len(rows) * (1 if nhwc else geo.src_c) if depthwise
+    ntasks = batch * ((len(rows) if nhwc else geo.src_c) if depthwise
                       else g * (len(units) if amx else len(rows)) * nblocks)
     scalars = dict(
         impl=DEPTHWISE if depthwise else GEMM, micro=micro, src_bf16=int(src_bf16),

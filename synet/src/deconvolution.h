@@ -84,8 +84,9 @@ typedef struct synet_deconv_kernels {
     int micro_amx;  /* has the AMX micro-kernel */
     /* pads / converts row r < pad_rows (batch * padded_d * padded_h, * src_c for depthwise channels first) */
     void (*pad_row)(const synet_deconv_plan *p, const void *src, void *image, synet_size r);
-    /* output task t < ntasks; `rows`: this thread's configured AMX tile rows (0: none yet) */
-    void (*task)(const synet_deconv_plan *p, const void *image, void *dst, synet_size t, int *rows);
+    /* output task t < ntasks (image: the padded source, filled by pad_row, or by the task itself for a
+       channels-first depthwise plan); `rows`: this thread's configured AMX tile rows (0: none yet) */
+    void (*task)(const synet_deconv_plan *p, const void *src, void *image, void *dst, synet_size t, int *rows);
     void (*amx_release)(void);
     /* exact borders: the border outputs of task t < batch * group * dst_d * dst_h */
     void (*border_task)(const synet_deconv_plan *p, const void *src, void *dst, synet_size t);
