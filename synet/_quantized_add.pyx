@@ -167,6 +167,15 @@ cdef object _build_lut(synet_qadd_plan* plan, a_dtype, b_dtype):
     return lut
 
 
+def _kept(value):
+    """A copy of an init argument that later changes to the caller's arrays or lists do not reach."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_kept(v) for v in value)
+    return value
+
+
 cdef inline _QaddState _ready(QuantizedAdd context):
     if context._state is None:
         raise RuntimeError("QuantizedAdd: call init() before forward()")
@@ -273,10 +282,17 @@ cdef class QuantizedAdd:
         if state is not None and (<_QaddState>state).planned.key == planned.key:
             return
         state = _new_state(planned)
-        (<_QaddState>state).init_args = tuple(np.array(v) if isinstance(v, (np.ndarray, list, tuple)) else v
-                                              for v in (a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale,
-                                                        b_zero, act_type, act_params, dst_type, dst_scale,
-                                                        dst_zero, axis))
+        # what pickling keeps: the arguments as given (arrays and lists copied), those of a FLOAT32 tensor
+        # (ignored, and maybe not picklable) as 1.0 and 0
+        if planned.a_type == DataType.FLOAT32:
+            a_scale, a_zero = 1.0, 0
+        if planned.b_type == DataType.FLOAT32:
+            b_scale, b_zero = 1.0, 0
+        if planned.dst_type == DataType.FLOAT32:
+            dst_scale, dst_zero = 1.0, 0
+        (<_QaddState>state).init_args = tuple(_kept(v) for v in (a_shape, a_type, a_scale, a_zero, b_shape, b_type,
+                                                                 b_scale, b_zero, act_type, act_params, dst_type,
+                                                                 dst_scale, dst_zero, axis))
         self._state = state
 
     def enable(self):

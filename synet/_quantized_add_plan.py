@@ -118,8 +118,8 @@ def _values(value: object, name: str, check) -> tuple[list, bool]:
     NumPy broadcasting and onnxruntime's QLinear ops read it), or a 1-D sequence checked element by
     element."""
     if isinstance(value, (np.ndarray, list, tuple)):
-        try:
-            array = np.asarray(value)
+        try:  # a list keeps its items as they are (no conversion of them all to one dtype)
+            array = np.asarray(value, dtype=object if not isinstance(value, np.ndarray) else None)
         except (ValueError, TypeError):
             raise ValueError(f"{name}: expected a number or a non-empty 1-D array (per axis), got {value!r:.80}") \
                 from None

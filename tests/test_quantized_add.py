@@ -43,7 +43,9 @@ def default_params(act, channels):
 
 
 def activate_ref(x, act, params):
-    """SPEC section 2 in float64 (params as the kernels see them: float32)."""
+    """SPEC section 2 in float64 (params as the kernels see them: float32; None: the defaults)."""
+    if params is None and act != Activation.PRELU:
+        params = default_params(act, 1)
     p = None if params is None else np.asarray(params, dtype=np.float32).astype(np.float64)
     with np.errstate(all="ignore"):
         if act == Activation.IDENTITY:
@@ -635,6 +637,267 @@ def test_hypothesis_threads_bitwise(combo, act, seed):
     one = add.forward(a, b, n_threads=1)
     two = add.forward(a, b, n_threads=2)
     assert one.tobytes() == two.tobytes()
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-axis scales and zero points (ONNX QuantizeLinear's axis)
+
+PER_AXIS_SHAPE = (2, 6, 5, 7)
+
+
+def per_axis_q(rng, n, which=("a", "b", "dst"), types=(U8, U8, U8)):
+    """SEED_Q with 1-D scales and zero points of length n for the tensors named in `which`."""
+    q = dict(SEED_Q)
+    for name, dtype in zip(("a", "b", "dst"), types):
+        if name in which:
+            lo, hi = RANGE.get(dtype, (0, 255))
+            q[f"{name}_scale"] = rng.uniform(0.005, 0.03, n)
+            q[f"{name}_zero"] = rng.integers(max(lo, -20), min(hi, 60) + 1, n)
+    return q
+
+
+@pytest.mark.parametrize("which", [("a",), ("b",), ("dst",), ("a", "b"), ("a", "b", "dst")], ids="+".join)
+@pytest.mark.parametrize("combo", [(U8, U8, U8), (I8, I8, I8), (U8, I8, F32), (F32, U8, I8), (I8, F32, U8)],
+                         ids=combo_id)
+@pytest.mark.parametrize("act", [Activation.IDENTITY, Activation.RELU, Activation.GELU, Activation.PRELU],
+                         ids=lambda a: a.name)
+def test_per_axis_each_tensor(which, combo, act):
+    rng = np.random.default_rng(len(which) * 100 + COMBOS.index(combo))
+    a, b = make(combo[0], PER_AXIS_SHAPE, rng), make(combo[1], PER_AXIS_SHAPE, rng)
+    q = per_axis_q(rng, PER_AXIS_SHAPE[1], which, combo)
+    params = default_params(act, PER_AXIS_SHAPE[1])
+    add = context(a, b, combo[2], q, act, params)
+    got = add.forward(a, b)
+    check(got, a, b, q, act, params)
+    assert np.array_equal(quantized_add(a, b, **q, dst_dtype=combo[2], activation=act, activation_params=params),
+                          got)
+
+
+@pytest.mark.parametrize("qtype", QTYPES, ids=str)
+def test_per_axis_kernels(qtype):
+    # per tensor keeps the fast kernels; per-axis 1-byte identity / relu stays folded, other activations
+    # run the generic kernel (no per-channel tables)
+    rng = np.random.default_rng(4)
+    shape = (1, 8, 130, 130)  # above the lookup threshold
+    a, b = make(qtype, shape, rng), make(qtype, shape, rng)
+    q = per_axis_q(rng, 8, types=(qtype,) * 3)
+    for act, per_tensor, per_axis in ((Activation.IDENTITY, "folded", "folded"), (Activation.RELU, "folded", "folded"),
+                                      (Activation.GELU, "lookup", "generic"), (Activation.HSWISH, "lookup", "generic")):
+        params = default_params(act, 8)
+        assert kernel_of(context(a, b, qtype, SEED_Q, act, params)) == per_tensor
+        add = context(a, b, qtype, q, act, params)
+        assert kernel_of(add) == per_axis
+        got = add.forward(a, b, n_threads=2)
+        check(got, a, b, q, act, params)
+        assert add.forward(a, b, n_threads=1).tobytes() == got.tobytes()
+        # per-axis arrays of equal values: the per-tensor bits
+        same = {k: (np.full(8, SEED_Q[k]) if k.endswith(("scale", "zero")) else v) for k, v in SEED_Q.items()}
+        assert np.array_equal(context(a, b, qtype, same, act, params).forward(a, b),
+                              context(a, b, qtype, SEED_Q, act, params).forward(a, b))
+
+
+@pytest.mark.parametrize("axis, shape", [(-1, (2, 5, 7, 6)), (-3, (2, 6, 5, 7)), (0, (6, 5, 7)), (2, (3, 4, 6)),
+                                         (-2, (4, 6, 33)), (3, (1, 2, 3, 6))], ids=str)
+@pytest.mark.parametrize("combo", [(U8, U8, U8), (I8, I8, I8), (U8, F32, I8)], ids=combo_id)
+def test_per_axis_any_axis(axis, shape, combo):
+    rng = np.random.default_rng(abs(axis))
+    a, b = make(combo[0], shape, rng), make(combo[1], shape, rng)
+    q = per_axis_q(rng, 6, types=combo)
+    for act in (Activation.IDENTITY, Activation.RELU, Activation.SWISH):
+        got = context(a, b, combo[2], q, act, axis=axis).forward(a, b)
+        check(got, a, b, q, act, axis=axis)
+        assert np.array_equal(quantized_add(a, b, **q, dst_dtype=combo[2], activation=act, axis=axis), got)
+        # the same add with the channel axis moved to axis 1
+        own = axis % len(shape)
+        at1 = [np.ascontiguousarray(np.moveaxis(x, own, 1)) for x in (a, b)]
+        moved = context(*at1, combo[2], q, act).forward(*at1)
+        check(moved, *at1, q, act)
+        if combo[2] != F32:
+            assert np.abs(np.moveaxis(moved, 1, own).astype(int) - got.astype(int)).max() <= 1
+
+
+def test_per_axis_negative_axis_equals_positive():
+    rng = np.random.default_rng(8)
+    a, b = make(U8, PER_AXIS_SHAPE, rng), make(U8, PER_AXIS_SHAPE, rng)
+    q = per_axis_q(rng, 6)
+    for act in (Activation.IDENTITY, Activation.ELU):
+        ref = context(a, b, U8, q, act).forward(a, b)
+        assert np.array_equal(context(a, b, U8, q, act, axis=-3).forward(a, b), ref)
+        assert np.array_equal(quantized_add(a, b, **q, activation=act, axis=-3), ref)
+
+
+@pytest.mark.parametrize("combo", [(U8, U8, U8), (I8, I8, I8), (I8, U8, F32)], ids=combo_id)
+def test_per_axis_broadcasting_operands(combo):
+    rng = np.random.default_rng(12)
+    out = PER_AXIS_SHAPE
+    cases = [
+        # (a shape, b shape, axis, which): per-axis tensors meet on output axis 1
+        ((2, 6, 5, 7), (1, 6, 1, 1), 1, ("a", "b", "dst")),
+        ((2, 6, 5, 7), (6, 1, 1), -3, ("a", "b", "dst")),     # b has rank 3: axis -3 is its axis 0
+        ((1, 6, 1, 7), (2, 1, 5, 1), 1, ("a", "dst")),        # a broadcasts along 0 and 2, b along 1
+        ((2, 1, 5, 7), (1, 6, 5, 1), 1, ("b",)),
+        ((6, 1, 1), (2, 6, 5, 7), -3, ("a",)),
+        ((), (2, 6, 5, 7), 1, ("b", "dst")),                   # a scalar operand
+    ]
+    for sa, sb, axis, which in cases:
+        a, b = make(combo[0], sa, rng), make(combo[1], sb, rng)
+        q = per_axis_q(rng, 6, which, combo)
+        for act in (Activation.IDENTITY, Activation.RELU, Activation.HARD_SIGMOID):
+            got = context(a, b, combo[2], q, act, axis=axis).forward(a, b)
+            assert got.shape == out
+            check(got, a, b, q, act, axis=axis)
+            assert np.array_equal(quantized_add(a, b, **q, dst_dtype=combo[2], activation=act, axis=axis), got)
+
+
+def test_per_axis_operand_of_size_one_along_the_axis():
+    # b has size 1 along axis 1: its per-axis arrays have one value, which broadcasts like b itself
+    rng = np.random.default_rng(13)
+    a, b = make(U8, (2, 6, 5, 7), rng), make(U8, (2, 1, 5, 7), rng)
+    q = per_axis_q(rng, 6, ("a", "dst"))
+    q1 = dict(q, b_scale=np.array([0.02]), b_zero=np.array([30]))
+    got = context(a, b, U8, q1).forward(a, b)
+    assert np.array_equal(got, context(a, b, U8, q).forward(a, b))
+    check(got, a, b, q1)
+    # and a tensor whose size along the axis is 1 cannot take more than one value
+    with pytest.raises(ValueError, match=re.escape("b_scale: expected 1 value (b's size along axis 1 of (2, 1, 5, 7)) "
+                                                   "or one (per tensor), got 6")):
+        context(a, b, U8, dict(q, b_scale=np.full(6, 0.02)))
+
+
+def test_one_value_arrays_are_per_tensor():
+    rng = np.random.default_rng(14)
+    a, b = make(U8, (1, 4, 300, 300), rng), make(U8, (1, 4, 300, 300), rng)
+    for act, kernel in ((Activation.IDENTITY, "folded"), (Activation.GELU, "lookup")):
+        ref = context(a, b, U8, SEED_Q, act)
+        assert kernel_of(ref) == kernel
+        expected = ref.forward(a, b)
+        for wrap in (lambda v: [v], lambda v: np.array([v]), lambda v: np.array(v), lambda v: (v,)):
+            q = {k: wrap(v) for k, v in SEED_Q.items()}
+            add = context(a, b, U8, q, act)
+            assert kernel_of(add) == kernel
+            assert np.array_equal(add.forward(a, b), expected)
+            assert np.array_equal(quantized_add(a, b, **q, activation=act), expected)
+    # even on a rank-0 tensor, or with an axis the tensor does not have
+    x = np.array(7, np.uint8)
+    assert quantized_add(x, x, a_scale=[0.5], b_zero=np.array([1]), axis=5).tolist() == 10
+
+
+PER_AXIS_GOOD = dict(a_shape=[2, 6, 5, 7], a_type="u8", a_scale=np.full(6, 0.1), a_zero=np.arange(6),
+                     b_shape=[1, 6, 1, 1], b_type="i8", b_scale=0.2, b_zero=np.arange(-3, 3), act_type="relu",
+                     act_params=None, dst_type="u8", dst_scale=np.linspace(0.1, 0.2, 6), dst_zero=5)
+
+
+@pytest.mark.parametrize("changes, error, message", [
+    (dict(a_scale=np.full(5, 0.1)), ValueError,
+     "a_scale: expected 6 values (a's size along axis 1 of (2, 6, 5, 7)) or one (per tensor), got 5"),
+    (dict(b_zero=np.arange(7)), ValueError,
+     "b_zero: expected 6 values (b's size along axis 1 of (1, 6, 1, 1)) or one (per tensor), got 7"),
+    (dict(dst_zero=[1, 2]), ValueError,
+     "dst_zero: expected 6 values (dst's size along axis 1 of (2, 6, 5, 7)) or one (per tensor), got 2"),
+    (dict(a_shape=[2, 6, 5, 7], a_scale=np.full(256, 0.1)), ValueError, "a_scale: expected 6 values"),
+    (dict(b_shape=[6, 1, 1]), ValueError,  # b's axis 1 is output axis 2: b has 1 there, not 6 values
+     "b_zero: expected 1 value (b's size along axis 1 of (6, 1, 1)) or one (per tensor), got 6"),
+    (dict(b_shape=[5, 7], b_zero=np.arange(-3, 4), a_shape=[2, 6, 5, 1]), ValueError,
+     "axis: the per-axis scales and zero points (a_scale, a_zero, b_zero, dst_scale) must run along one output "
+     "axis, got output axes [1, 3]"),
+    (dict(a_zero=[0, 1, 2, 300, 4, 5]), ValueError, "a_zero[3]: expected an int in [0, 255] (UINT8), got 300"),
+    (dict(b_zero=[0, 1, 2, 3, 4, 128]), ValueError, "b_zero[5]: expected an int in [-128, 127] (INT8), got 128"),
+    (dict(b_zero=np.array([0, 1, 2, 3, -129, 5])), ValueError,
+     "b_zero[4]: expected an int in [-128, 127] (INT8), got -129"),
+    (dict(a_zero=[0, 1, 2, 3, 4, 5.0]), ValueError, "a_zero[5]: expected an int in [0, 255] (UINT8), got 5.0"),
+    (dict(dst_scale=[0.1, 0.1, 0.0, 0.1, 0.1, 0.1]), ValueError, "dst_scale[2]: expected a finite number > 0, got 0.0"),
+    (dict(a_scale=[0.1, -0.1, 0.1, 0.1, 0.1, 0.1]), ValueError, "a_scale[1]: expected a finite number > 0, got -0.1"),
+    (dict(a_scale=np.array([0.1, 0.1, 0.1, np.nan, 0.1, 0.1])), ValueError,
+     "a_scale[3]: expected a finite number > 0, got nan"),
+    (dict(dst_scale=np.array([np.inf] * 6)), ValueError, "dst_scale[0]: expected a finite number > 0, got inf"),
+    (dict(a_scale=np.full((2, 3), 0.1)), ValueError,
+     "a_scale: expected a number or a non-empty 1-D array (per axis), got shape (2, 3)"),
+    (dict(dst_zero=np.zeros((6, 1), np.uint8)), ValueError,
+     "dst_zero: expected a number or a non-empty 1-D array (per axis), got shape (6, 1)"),
+    (dict(b_zero=[]), ValueError, "b_zero: expected a number or a non-empty 1-D array (per axis), got shape (0,)"),
+    (dict(a_scale=np.array([], np.float32)), ValueError,
+     "a_scale: expected a number or a non-empty 1-D array (per axis), got shape (0,)"),
+    (dict(a_scale=[0.1, [0.2]]), ValueError, "a_scale[1]: expected a finite number > 0, got [0.2]"),
+    (dict(a_scale=[[0.1], [0.2, 0.3]]), ValueError, "a_scale[0]: expected a finite number > 0, got [0.1]"),
+    (dict(a_scale=[[0.1] * 6]), ValueError,
+     "a_scale: expected a number or a non-empty 1-D array (per axis), got shape (1, 6)"),
+    (dict(a_scale=["0.1"] * 6), ValueError, "a_scale[0]: expected a finite number > 0, got '0.1'"),
+    (dict(a_zero=[True] * 6), ValueError, "a_zero[0]: expected an int in [0, 255] (UINT8), got True"),
+    (dict(axis=4), ValueError, "a_scale: per-axis values need axis in [-4, 4) of a's shape (2, 6, 5, 7), got axis 4"),
+    (dict(axis=-5), ValueError, "a_scale: per-axis values need axis in [-4, 4) of a's shape (2, 6, 5, 7), got axis -5"),
+    (dict(axis=1.0), TypeError, "axis: expected an int, got float"),
+    (dict(axis=None), TypeError, "axis: expected an int, got NoneType"),
+    (dict(axis=True), TypeError, "axis: expected an int, got bool"),
+])
+def test_per_axis_errors(changes, error, message):
+    assert QuantizedAdd(**PER_AXIS_GOOD).enable()
+    args = dict(PER_AXIS_GOOD, **changes)
+    axis = args.pop("axis", 1)
+    with pytest.raises(error, match="^" + re.escape(message)):
+        QuantizedAdd(**args, axis=axis)
+    with pytest.raises(error, match="^" + re.escape(message)):
+        QuantizedAdd().init(**args, axis=axis)
+    a = np.zeros(args["a_shape"], np.uint8)
+    b = np.zeros(args["b_shape"], np.int8)
+    with pytest.raises(error, match="^" + re.escape(message)):
+        quantized_add(a, b, a_scale=args["a_scale"], a_zero=args["a_zero"], b_scale=args["b_scale"],
+                      b_zero=args["b_zero"], dst_scale=args["dst_scale"], dst_zero=args["dst_zero"],
+                      activation="relu", axis=axis)
+
+
+def test_per_axis_float_tensors_ignore_their_arrays():
+    rng = np.random.default_rng(15)
+    a, b = make(F32, PER_AXIS_SHAPE, rng), make(U8, PER_AXIS_SHAPE, rng)
+    q = per_axis_q(rng, 6, ("b", "dst"))
+    ref = context(a, b, U8, q).forward(a, b)
+    junk = dict(q, a_scale=np.zeros((3, 3)), a_zero=[1, [2]])
+    assert np.array_equal(context(a, b, U8, junk).forward(a, b), ref)
+    f = context(a, b, F32, dict(q, dst_scale=[-1.0], dst_zero=np.arange(99))).forward(a, b)
+    check(f, a, b, q)
+
+
+def test_per_axis_functional_cache_is_keyed_by_values():
+    rng = np.random.default_rng(16)
+    a, b = make(U8, PER_AXIS_SHAPE, rng), make(U8, PER_AXIS_SHAPE, rng)
+    q = per_axis_q(rng, 6)
+    first = quantized_add(a, b, **q)
+    hits = synet.plan_cache_info()["quantized_add"]["hits"]
+    assert np.array_equal(quantized_add(a, b, **q), first)
+    assert synet.plan_cache_info()["quantized_add"]["hits"] == hits + 1
+    q["a_scale"][2] *= 2  # the same array object, new values: a new plan, not a stale one
+    changed = quantized_add(a, b, **q)
+    check(changed, a, b, q)
+    assert not np.array_equal(changed[:, 2], first[:, 2]) and np.array_equal(changed[:, 3], first[:, 3])
+
+
+@pytest.mark.parametrize("combo", [(U8, U8, U8), (I8, I8, I8), (F32, I8, U8)], ids=combo_id)
+@pytest.mark.parametrize("axis", [1, -1])
+def test_per_axis_large_threads_bitwise(combo, axis):
+    # per-channel rows of many lengths, split across tiles and threads
+    rng = np.random.default_rng(18)
+    shape = (2, 24, 61, 67) if axis == 1 else (2, 61, 67, 24)
+    a, b = make(combo[0], shape, rng), make(combo[1], shape, rng)
+    q = per_axis_q(rng, 24, types=combo)
+    for act in (Activation.RELU, Activation.GELU):
+        add = context(a, b, combo[2], q, act, axis=axis)
+        one = add.forward(a, b, n_threads=1)
+        check(one, a, b, q, act, axis=axis)
+        assert add.forward(a, b, n_threads=2).tobytes() == one.tobytes()
+
+
+def test_pickle_int8_and_per_axis_contexts():
+    rng = np.random.default_rng(19)
+    a, b = make(I8, PER_AXIS_SHAPE, rng), make(U8, (1, 6, 1, 1), rng)
+    q = per_axis_q(rng, 6, types=(I8, U8, I8))
+    add = context(a, b, I8, q, Activation.PRELU, default_params(Activation.PRELU, 6), axis=-3)
+    expected = add.forward(a, b)
+    for clone in (pickle.loads(pickle.dumps(add)), copy.deepcopy(add)):
+        assert clone.kernel == add.kernel and clone.shape == add.shape
+        assert np.array_equal(clone.forward(a, b), expected)
+    big = make(I8, (1, 4, 300, 300), rng)
+    lut = context(big, big, I8, SEED_Q, Activation.GELU)
+    assert kernel_of(lut) == "lookup"
+    assert np.array_equal(pickle.loads(pickle.dumps(lut)).forward(big, big), lut.forward(big, big))
 
 
 # ---------------------------------------------------------------------------------------------
