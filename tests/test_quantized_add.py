@@ -2,8 +2,11 @@
 
 import copy
 import math
+import os
 import pickle
 import re
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -898,6 +901,80 @@ def test_pickle_int8_and_per_axis_contexts():
     lut = context(big, big, I8, SEED_Q, Activation.GELU)
     assert kernel_of(lut) == "lookup"
     assert np.array_equal(pickle.loads(pickle.dumps(lut)).forward(big, big), lut.forward(big, big))
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU levels: every level gives the same bits (SPEC section 8)
+
+LEVELS_SCRIPT = r"""
+import hashlib, sys
+import numpy as np
+import synet
+from synet._quantized_add import LEVEL
+
+rng = np.random.default_rng(2026)
+digest = hashlib.sha256()
+Q = dict(a_scale=0.010, a_zero=47, b_scale=0.020, b_zero=30, dst_scale=0.015, dst_zero=38)
+U8, I8, F32 = np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.float32)
+kernels = set()
+
+def make(dtype, shape):
+    if dtype == F32:
+        return (rng.standard_normal(shape) * 3).astype(np.float32)
+    return rng.integers(0, 256, shape, dtype=np.uint8).view(dtype)
+
+def add(a, b, dst_dtype, act="identity", params=None, q=Q, axis=1, out=None):
+    ctx = synet.QuantizedAdd(a.shape, a.dtype, q["a_scale"], q["a_zero"], b.shape, b.dtype, q["b_scale"],
+                             q["b_zero"], act, params, dst_dtype, q["dst_scale"], q["dst_zero"], axis=axis)
+    kernels.add(ctx.kernel.split()[0])
+    got = ctx.forward(a, b, out)
+    digest.update(np.ascontiguousarray(got).tobytes())
+
+for t in (U8, I8):
+    for n in list(range(1, 70)) + [1000, 4097]:
+        x, y = make(t, n), make(t, n)
+        for act in ("identity", "relu"):
+            add(x, y, t, act)
+            add(x, y[:1], t, act)
+            add(x[:1], y, t, act)
+    x, y = make(t, 3 * 65536), make(t, 3 * 65536)
+    for act in ("gelu", "hswish", "identity"):
+        add(x, y, t, act)
+    big = 1 << 22
+    x, y = make(t, big + 77), make(t, big + 77)
+    buf = np.zeros(big + 77 + 64, t)
+    add(x, y, t, "relu", out=buf[3:3 + big + 77])
+    digest.update(buf.tobytes())
+for ta in (U8, I8, F32):
+    for tb in (U8, I8, F32):
+        for td in (U8, I8, F32):
+            x, y = make(ta, (2, 5, 7, 9)), make(tb, (2, 5, 1, 9))
+            for act, params in (("identity", None), ("relu", None), ("leaky_relu", [0.3]), ("gelu", None),
+                                ("prelu", list(np.linspace(-1, 1, 5))), ("hswish", None), ("elu", None)):
+                add(x, y, td, act, params)
+for axis, shape in ((1, (2, 6, 33, 35)), (-1, (2, 33, 35, 6))):
+    q = dict(a_scale=rng.uniform(0.005, 0.03, 6), a_zero=rng.integers(0, 60, 6), b_scale=0.02, b_zero=30,
+             dst_scale=rng.uniform(0.01, 0.02, 6), dst_zero=rng.integers(0, 60, 6))
+    for t in (U8, I8):
+        x, y = make(t, shape), make(t, shape)
+        for act in ("identity", "relu", "gelu"):
+            add(x, y, t, act, q=q, axis=axis)
+print(LEVEL, sorted(kernels), digest.hexdigest())
+"""
+
+
+@pytest.mark.skipif(bool(os.environ.get("SYNET_SANITIZED")), reason="not inside the sanitized run")
+def test_every_cpu_level_gives_the_same_bits():
+    results = {}
+    for level in ("baseline", "avx2", "avx512"):
+        env = dict(os.environ, SYNET_MAX_ISA=level)
+        run = subprocess.run([sys.executable, "-c", LEVELS_SCRIPT], env=env, capture_output=True, text=True,
+                             timeout=600)
+        assert run.returncode == 0, run.stderr[-3000:]
+        chosen, *rest = run.stdout.split()
+        results[chosen] = run.stdout
+    assert "baseline" in results
+    assert len({r.split(None, 1)[1] for r in results.values()}) == 1, results
 
 
 # ---------------------------------------------------------------------------------------------
