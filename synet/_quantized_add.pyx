@@ -41,6 +41,8 @@ LEVEL = K.level.decode()
 cdef enum:
     TILE = 1 << 14          # output elements per parallel task
     PARALLEL_MIN = 1 << 17  # output elements below which a call runs on one thread
+    NOGIL_MIN = 1 << 10     # output elements from which a call releases the GIL (below, that costs more
+                            # than the add; the slowest activation then holds it for ~30 us at most)
 
 _CONSTS_FIELDS = ("a_scale", "a_offset", "b_scale", "b_offset", "fa_scale", "fa_scale_low", "fb_scale",
                   "fb_scale_low", "a_zero", "b_zero", "q_pre", "q_inv", "q_zero", "ka", "kb", "kc", "lo")
@@ -76,6 +78,9 @@ cdef int qadd_run(const synet_qadd_plan* p, const void* a, const void* b, void* 
     if p.mode < SYNET_QADD_GENERIC or p.mode > SYNET_QADD_LOOKUP:
         return SYNET_VALUE_ERROR
     tiles = (p.size + TILE - 1) // TILE
+    if tiles == 1:  # no parallel region to open (its cost dominates small adds); the same bits
+        K.tile(p, a, b, dst, 0, p.size)
+        return SYNET_OK
     for t in prange(tiles, schedule="static", num_threads=max(n_threads, 1), use_threads_if=p.size >= PARALLEL_MIN):
         K.tile(p, a, b, dst, t * TILE, min(p.size, (t + 1) * TILE))
     return SYNET_OK
@@ -210,8 +215,11 @@ cdef object _forward(_QaddState st, a, b, dst, int threads):
     cdef const void* pa = data_of(a)
     cdef const void* pb = data_of(b)
     cdef void* pd = data_of(dst)
-    with nogil:
+    if st.plan.size < NOGIL_MIN:
         status = qadd_run(&st.plan, pa, pb, pd, threads)
+    else:
+        with nogil:
+            status = qadd_run(&st.plan, pa, pb, pd, threads)
     if status != SYNET_OK:
         raise internal_error("QuantizedAdd.forward", status)
     return dst
@@ -364,6 +372,26 @@ def _restore(version, args):
 
 
 _CACHE = _cache.cache("quantized_add")
+cdef object _U8 = np.dtype(np.uint8), _I8 = np.dtype(np.int8), _F32 = np.dtype(np.float32)
+
+
+cdef inline object _operand(object x, str name):
+    """The functional form's operand: a C-contiguous uint8 / int8 / float32 array as it is (a few pointer
+    compares), anything else through planning.operand (conversions and errors)."""
+    cdef object descr
+    if cnp.PyArray_Check(x) and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x):
+        descr = <object>cnp.PyArray_DESCR(<cnp.ndarray>x)
+        if descr is _U8 or descr is _I8 or descr is _F32:
+            return x
+    return planning.operand(x, name)
+
+
+cdef inline object _key_of(object value):
+    """_cache.key_of, with the plain scalars (the usual arguments) keyed inline."""
+    cdef object kind = type(value)
+    if kind is float or kind is int or kind is str or value is None:
+        return (kind, value)
+    return _cache.key_of(value)
 
 
 def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_scale=1.0, dst_zero=0,
@@ -412,13 +440,13 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     cdef _QaddState st
     if out is not None:
         require_array(out, "out")
-    a = planning.operand(a, "a")
-    b = planning.operand(b, "b")
+    a = _operand(a, "a")
+    b = _operand(b, "b")
     try:
-        key = (a.shape, a.dtype.num, b.shape, b.dtype.num, _cache.key_of(a_scale), _cache.key_of(a_zero),
-               _cache.key_of(b_scale), _cache.key_of(b_zero), _cache.key_of(dst_scale), _cache.key_of(dst_zero),
-               _cache.key_of(dst_dtype), _cache.key_of(activation), _cache.key_of(activation_params),
-               _cache.key_of(axis))
+        key = (a.shape, cnp.PyArray_TYPE(<cnp.ndarray>a), b.shape, cnp.PyArray_TYPE(<cnp.ndarray>b),
+               _key_of(a_scale), _key_of(a_zero), _key_of(b_scale), _key_of(b_zero), _key_of(dst_scale),
+               _key_of(dst_zero), _key_of(dst_dtype), _key_of(activation), _key_of(activation_params),
+               _key_of(axis))
     except TypeError:
         key = None
     state = _CACHE.get(key) if key is not None else None
