@@ -24,6 +24,29 @@ from synet._csrc cimport (
 from synet._fastpath cimport data_of, is_operand, is_output, new_like, overlaps
 from synet._kernels cimport call_threads, kernel_level
 
+cdef extern from "quantized_add.h" nogil:
+    ctypedef struct synet_qadd_lanes:
+        Py_ssize_t period
+        const double* a_scale
+        const double* a_offset
+        const double* b_scale
+        const double* b_offset
+        const float* fa_scale
+        const float* fa_scale_low
+        const float* fb_scale
+        const float* fb_scale_low
+        const int* a_zero
+        const int* b_zero
+        const float* q_pre
+        const float* q_inv
+        const float* q_zero
+        const float* ka
+        const float* kb
+        const float* kc
+        const float* lo
+    void synet_qadd_plan_set_lanes(synet_qadd_plan* plan, const synet_qadd_lanes* lanes)
+    bint synet_qadd_plan_lanes_ok(const synet_qadd_plan* plan)
+
 import numpy as np
 
 from . import _cache
@@ -75,7 +98,7 @@ cdef int qadd_run(const synet_qadd_plan* p, const void* a, const void* b, void* 
             return SYNET_VALUE_ERROR
         if p.lut == NULL:
             return SYNET_NOT_READY
-    if p.mode < SYNET_QADD_GENERIC or p.mode > SYNET_QADD_LOOKUP:
+    if p.mode < SYNET_QADD_GENERIC or p.mode > SYNET_QADD_LOOKUP or not synet_qadd_plan_lanes_ok(p):
         return SYNET_VALUE_ERROR
     tiles = (p.size + TILE - 1) // TILE
     if tiles == 1:  # no parallel region to open (its cost dominates small adds); the same bits
@@ -94,7 +117,7 @@ cdef class _QaddState:
     cdef synet_qadd_plan plan
     cdef object planned            # planning.QuantizedAddPlan
     cdef tuple init_args           # init's arguments as given (arrays copied), for pickling
-    cdef object act_params, table, consts, lut
+    cdef object act_params, table, consts, lut, lanes, lanes_arrays
     cdef object a_dtype, b_dtype, dst_dtype
     cdef Py_ssize_t a_size, b_size
     cdef tuple out_shape
@@ -104,6 +127,7 @@ cdef _QaddState _new_state(planned):
     cdef _QaddState st = _QaddState.__new__(_QaddState)
     cdef synet_qadd_plan* p = &st.plan
     cdef synet_qadd_consts* k
+    cdef synet_qadd_lanes* lanes
     cdef Py_ssize_t c, width
     st.planned = planned
     st.a_dtype = planning.IO_DTYPES[planned.a_type]
@@ -138,6 +162,22 @@ cdef _QaddState _new_state(planned):
     p.b_strides = p.outer_shape + 2 * width
     p.a_scalar, p.b_scalar = planned.a_scalar, planned.b_scalar
     p.stream = planned.size >= planning.STREAM_MIN
+    synet_qadd_plan_set_lanes(p, NULL)
+    if planned.lanes is not None:
+        st.lanes_arrays = planned.lanes
+        st.lanes = np.zeros(sizeof(synet_qadd_lanes), np.uint8)
+        lanes = <synet_qadd_lanes*>data_of(st.lanes)
+        f = planned.lanes
+        lanes.period = planned.nchan * planned.chan_inner
+        lanes.a_scale, lanes.a_offset = <const double*>data_of(f["a_scale"]), <const double*>data_of(f["a_offset"])
+        lanes.b_scale, lanes.b_offset = <const double*>data_of(f["b_scale"]), <const double*>data_of(f["b_offset"])
+        lanes.fa_scale, lanes.fa_scale_low = <const float*>data_of(f["fa_scale"]), <const float*>data_of(f["fa_scale_low"])
+        lanes.fb_scale, lanes.fb_scale_low = <const float*>data_of(f["fb_scale"]), <const float*>data_of(f["fb_scale_low"])
+        lanes.a_zero, lanes.b_zero = <const int*>data_of(f["a_zero"]), <const int*>data_of(f["b_zero"])
+        lanes.q_pre, lanes.q_inv = <const float*>data_of(f["q_pre"]), <const float*>data_of(f["q_inv"])
+        lanes.q_zero, lanes.ka = <const float*>data_of(f["q_zero"]), <const float*>data_of(f["ka"])
+        lanes.kb, lanes.kc, lanes.lo = <const float*>data_of(f["kb"]), <const float*>data_of(f["kc"]), <const float*>data_of(f["lo"])
+        synet_qadd_plan_set_lanes(p, lanes)
     p.lut = NULL
     p.mode = SYNET_QADD_GENERIC
     if planned.mode == planning.LOOKUP:

@@ -31,6 +31,12 @@ STREAM_MIN = 1 << 22     # 1-byte output elements from which the folded kernel s
 # exact value lies more than 1e-3 from a rounding tie.
 FOLDED_MAX_ERROR = 2.5e-4
 GENERIC, FOLDED, LOOKUP = 0, 1, 2
+# Per-axis channels shorter than this (an inner axis, e.g. NHWC's channels) run on per-position constants
+# of one period (nchan * chan_inner outputs, at most LANES_PERIOD_MAX) instead of channel by channel.
+LANES_INNER_MAX = 16
+LANES_PERIOD_MAX = 1 << 16
+LANE_DTYPES = {"a_scale": np.float64, "a_offset": np.float64, "b_scale": np.float64, "b_offset": np.float64,
+               "a_zero": np.int32, "b_zero": np.int32}  # the others float32, as in synet_qadd_consts
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -59,6 +65,7 @@ class QuantizedAddPlan:
     table: np.ndarray           # intp [3, max(rank, 1)]: outer shape, a strides, b strides
     a_scalar: bool
     b_scalar: bool
+    lanes: dict | None = None   # field -> array of nchan * chan_inner values (per-position constants)
 
     @property
     def kernel(self) -> str:
@@ -307,9 +314,12 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
     inner, a_scalar, b_scalar, table, walk_rank = _geometry(a_shape, b_shape, out_shape)
     key = (a_shape, a_type, tuple(sa), tuple(za), b_shape, b_type, tuple(sb), tuple(zb), act, params.tobytes(),
            dst_type, tuple(ds), tuple(dz), nchan, chan_inner)
+    lanes = None
+    if nchan > 1 and chan_inner < LANES_INNER_MAX and nchan * chan_inner <= LANES_PERIOD_MAX:
+        lanes = {f: np.repeat(np.asarray(v, dtype=LANE_DTYPES.get(f, np.float32)), chan_inner) for f, v in fields.items()}
     return QuantizedAddPlan(key, a_type, b_type, dst_type, a_shape, b_shape, out_shape, size, act, params,
                             prelu_inner, prelu_channels, mode, float_values, fields, nchan, chan_inner, inner,
-                            walk_rank, table, a_scalar, b_scalar)
+                            walk_rank, table, a_scalar, b_scalar, lanes)
 
 
 def operand(x: object, name: str) -> np.ndarray:

@@ -715,8 +715,28 @@ def test_per_axis_any_axis(axis, shape, combo):
         at1 = [np.ascontiguousarray(np.moveaxis(x, own, 1)) for x in (a, b)]
         moved = context(*at1, combo[2], q, act).forward(*at1)
         check(moved, *at1, q, act)
-        if combo[2] != F32:
-            assert np.abs(np.moveaxis(moved, 1, own).astype(int) - got.astype(int)).max() <= 1
+        assert np.array_equal(np.moveaxis(moved, 1, own), got)  # the same bits, whatever the walk
+
+
+@pytest.mark.parametrize("inner", [1, 2, 3, 15, 16, 17, 40])
+@pytest.mark.parametrize("combo", [(U8, U8, U8), (I8, I8, I8), (F32, U8, I8), (I8, U8, F32)], ids=combo_id)
+def test_per_axis_short_channels(inner, combo):
+    # channels along an inner axis (NHWC and the like): short ones run on per-position constants, long
+    # ones channel by channel; either way the bits of the same add with the channels on axis 1
+    rng = np.random.default_rng(inner)
+    shape = (3, 7, 24, inner)
+    a, b = make(combo[0], shape, rng), make(combo[1], (3, 1, 24, 1) if inner % 2 else shape, rng)
+    q = per_axis_q(rng, 24, types=combo)
+    for act in (Activation.IDENTITY, Activation.RELU, Activation.GELU, Activation.PRELU):
+        params = default_params(act, 7)
+        add = context(a, b, combo[2], q, act, params, axis=2)
+        got = add.forward(a, b, n_threads=2)
+        check(got, a, b, q, act, params, axis=2)
+        assert add.forward(a, b, n_threads=1).tobytes() == got.tobytes()
+        if act != Activation.PRELU:  # (PRELU's slopes follow axis 1)
+            at1 = [np.ascontiguousarray(np.moveaxis(x, 2, 1)) for x in (a, b)]
+            moved = context(*at1, combo[2], q, act, params).forward(*at1)
+            assert np.array_equal(np.moveaxis(moved, 1, 2), got)
 
 
 def test_per_axis_negative_axis_equals_positive():
