@@ -31,10 +31,13 @@ STREAM_MIN = 1 << 22     # 1-byte output elements from which the folded kernel s
 # exact value lies more than 1e-3 from a rounding tie.
 FOLDED_MAX_ERROR = 2.5e-4
 GENERIC, FOLDED, LOOKUP = 0, 1, 2
-# Per-axis channels shorter than this (an inner axis, e.g. NHWC's channels) run on per-position constants
-# of one period (nchan * chan_inner outputs, at most LANES_PERIOD_MAX) instead of channel by channel.
-LANES_INNER_MAX = 16
-LANES_PERIOD_MAX = 1 << 16
+# Per-axis channels shorter than LANES_INNER_MAX (an inner axis, e.g. NHWC's channels) run on per-position
+# constants of one period (nchan * chan_inner outputs, 84 bytes each) instead of channel by channel, when
+# the period is at most LANES_PERIOD_MAX or the channels are very short (runs of under 8 outputs cost far
+# more than large tables). Measured crossover (u8 [1,*,256,inner], avx512): inner 64, or a 16 K period.
+LANES_INNER_MAX = 64
+LANES_PERIOD_MAX = 1 << 14
+LANES_SHORT = 8
 LANE_DTYPES = {"a_scale": np.float64, "a_offset": np.float64, "b_scale": np.float64, "b_offset": np.float64,
                "a_zero": np.int32, "b_zero": np.int32}  # the others float32, as in synet_qadd_consts
 
@@ -315,7 +318,8 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
     key = (a_shape, a_type, tuple(sa), tuple(za), b_shape, b_type, tuple(sb), tuple(zb), act, params.tobytes(),
            dst_type, tuple(ds), tuple(dz), nchan, chan_inner)
     lanes = None
-    if nchan > 1 and chan_inner < LANES_INNER_MAX and nchan * chan_inner <= LANES_PERIOD_MAX:
+    if nchan > 1 and chan_inner < LANES_INNER_MAX and (nchan * chan_inner <= LANES_PERIOD_MAX or
+                                                       chan_inner < LANES_SHORT):
         lanes = {f: np.repeat(np.asarray(v, dtype=LANE_DTYPES.get(f, np.float32)), chan_inner) for f, v in fields.items()}
     return QuantizedAddPlan(key, a_type, b_type, dst_type, a_shape, b_shape, out_shape, size, act, params,
                             prelu_inner, prelu_channels, mode, float_values, fields, nchan, chan_inner, inner,
