@@ -893,6 +893,22 @@ def test_per_axis_functional_cache_is_keyed_by_values():
     assert not np.array_equal(changed[:, 2], first[:, 2]) and np.array_equal(changed[:, 3], first[:, 3])
 
 
+@pytest.mark.parametrize("qtype", QTYPES, ids=str)
+def test_functional_lookup_plan_is_cached(qtype):
+    # a repeated functional call with a lookup plan is a cache hit: no new plan, no 65536-entry table rebuilt
+    rng = np.random.default_rng(20)
+    a, b = make(qtype, (1, 8, 130, 130), rng), make(qtype, (1, 8, 130, 130), rng)
+    q = SWEEP_SETS[qtype][3]
+    assert kernel_of(context(a, b, qtype, q, Activation.GELU)) == "lookup"
+    first = quantized_add(a, b, **q, dst_dtype=qtype, activation="gelu")
+    before = synet.plan_cache_info()["quantized_add"]
+    for _ in range(3):
+        assert np.array_equal(quantized_add(a, b, **q, dst_dtype=qtype, activation="gelu"), first)
+    after = synet.plan_cache_info()["quantized_add"]
+    assert (after["hits"], after["misses"]) == (before["hits"] + 3, before["misses"])
+    check(first, a, b, q, Activation.GELU)
+
+
 @pytest.mark.parametrize("combo", [(U8, U8, U8), (I8, I8, I8), (F32, I8, U8)], ids=combo_id)
 @pytest.mark.parametrize("axis", [1, -1])
 def test_per_axis_large_threads_bitwise(combo, axis):
