@@ -739,6 +739,22 @@ def test_per_axis_short_channels(inner, combo):
             assert np.array_equal(np.moveaxis(moved, 1, 2), got)
 
 
+@pytest.mark.parametrize("shape, axis", [((2, 6, 40, 41), 1), ((2, 40, 41, 6), -1), ((4, 6, 3), 1)], ids=str)
+@pytest.mark.parametrize("qtype", QTYPES, ids=str)
+def test_per_axis_in_place(shape, axis, qtype):
+    rng = np.random.default_rng(21)
+    a, b = make(qtype, shape, rng), make(qtype, shape, rng)
+    q = per_axis_q(rng, 6, types=(qtype,) * 3)
+    for act in (Activation.RELU, Activation.SWISH):
+        add = context(a, b, qtype, q, act, axis=axis)
+        expected = add.forward(a, b)
+        x, y = a.copy(), b.copy()
+        assert add.forward(x, y, x) is x and np.array_equal(x, expected)
+        x, y = a.copy(), b.copy()
+        assert quantized_add(x, y, **q, dst_dtype=qtype, activation=act, axis=axis, out=y) is y
+        assert np.array_equal(y, expected)
+
+
 def test_per_axis_negative_axis_equals_positive():
     rng = np.random.default_rng(8)
     a, b = make(U8, PER_AXIS_SHAPE, rng), make(U8, PER_AXIS_SHAPE, rng)
