@@ -755,6 +755,24 @@ def test_per_axis_in_place(shape, axis, qtype):
         assert np.array_equal(y, expected)
 
 
+@pytest.mark.parametrize("qtype", QTYPES, ids=str)
+def test_per_axis_large_streaming_unaligned(qtype):
+    # 4 Mi outputs or more: the folded kernel streams its stores, channel run by channel run
+    rng = np.random.default_rng(22)
+    shape = (2, 64, 181, 190)
+    a, b = make(qtype, shape, rng), make(qtype, shape, rng)
+    q = per_axis_q(rng, 64, types=(qtype,) * 3)
+    n = a.size
+    buffer = np.zeros(n + 64, qtype)
+    dst = buffer[5:5 + n].reshape(shape)
+    add = context(a, b, qtype, q, Activation.RELU)
+    assert kernel_of(add) == "folded"
+    add.forward(a, b, dst, n_threads=2)
+    check(dst, a, b, q, Activation.RELU)
+    assert not buffer[:5].any() and not buffer[5 + n:].any()
+    assert add.forward(a, b, n_threads=1).tobytes() == dst.tobytes()
+
+
 def test_per_axis_negative_axis_equals_positive():
     rng = np.random.default_rng(8)
     a, b = make(U8, PER_AXIS_SHAPE, rng), make(U8, PER_AXIS_SHAPE, rng)
