@@ -24,6 +24,29 @@ from synet._csrc cimport (
 from synet._fastpath cimport data_of, is_operand, is_output, new_like, overlaps
 from synet._kernels cimport call_threads, kernel_level
 
+cdef extern from "quantized_add.h" nogil:
+    ctypedef struct synet_qadd_lanes:
+        Py_ssize_t period
+        const double* a_scale
+        const double* a_offset
+        const double* b_scale
+        const double* b_offset
+        const float* fa_scale
+        const float* fa_scale_low
+        const float* fb_scale
+        const float* fb_scale_low
+        const int* a_zero
+        const int* b_zero
+        const float* q_pre
+        const float* q_inv
+        const float* q_zero
+        const float* ka
+        const float* kb
+        const float* kc
+        const float* lo
+    void synet_qadd_plan_set_lanes(synet_qadd_plan* plan, const synet_qadd_lanes* lanes)
+    bint synet_qadd_plan_lanes_ok(const synet_qadd_plan* plan)
+
 import numpy as np
 
 from . import _cache
@@ -41,6 +64,8 @@ LEVEL = K.level.decode()
 cdef enum:
     TILE = 1 << 14          # output elements per parallel task
     PARALLEL_MIN = 1 << 17  # output elements below which a call runs on one thread
+    NOGIL_MIN = 1 << 10     # output elements from which a call releases the GIL (below, that costs more
+                            # than the add; the slowest activation then holds it for ~30 us at most)
 
 _CONSTS_FIELDS = ("a_scale", "a_offset", "b_scale", "b_offset", "fa_scale", "fa_scale_low", "fb_scale",
                   "fb_scale_low", "a_zero", "b_zero", "q_pre", "q_inv", "q_zero", "ka", "kb", "kc", "lo")
@@ -73,9 +98,12 @@ cdef int qadd_run(const synet_qadd_plan* p, const void* a, const void* b, void* 
             return SYNET_VALUE_ERROR
         if p.lut == NULL:
             return SYNET_NOT_READY
-    if p.mode < SYNET_QADD_GENERIC or p.mode > SYNET_QADD_LOOKUP:
+    if p.mode < SYNET_QADD_GENERIC or p.mode > SYNET_QADD_LOOKUP or not synet_qadd_plan_lanes_ok(p):
         return SYNET_VALUE_ERROR
     tiles = (p.size + TILE - 1) // TILE
+    if tiles == 1:  # no parallel region to open (its cost dominates small adds); the same bits
+        K.tile(p, a, b, dst, 0, p.size)
+        return SYNET_OK
     for t in prange(tiles, schedule="static", num_threads=max(n_threads, 1), use_threads_if=p.size >= PARALLEL_MIN):
         K.tile(p, a, b, dst, t * TILE, min(p.size, (t + 1) * TILE))
     return SYNET_OK
@@ -89,7 +117,7 @@ cdef class _QaddState:
     cdef synet_qadd_plan plan
     cdef object planned            # planning.QuantizedAddPlan
     cdef tuple init_args           # init's arguments as given (arrays copied), for pickling
-    cdef object act_params, table, consts, lut
+    cdef object act_params, table, consts, lut, lanes, lanes_arrays
     cdef object a_dtype, b_dtype, dst_dtype
     cdef Py_ssize_t a_size, b_size
     cdef tuple out_shape
@@ -99,6 +127,7 @@ cdef _QaddState _new_state(planned):
     cdef _QaddState st = _QaddState.__new__(_QaddState)
     cdef synet_qadd_plan* p = &st.plan
     cdef synet_qadd_consts* k
+    cdef synet_qadd_lanes* lanes
     cdef Py_ssize_t c, width
     st.planned = planned
     st.a_dtype = planning.IO_DTYPES[planned.a_type]
@@ -133,6 +162,22 @@ cdef _QaddState _new_state(planned):
     p.b_strides = p.outer_shape + 2 * width
     p.a_scalar, p.b_scalar = planned.a_scalar, planned.b_scalar
     p.stream = planned.size >= planning.STREAM_MIN
+    synet_qadd_plan_set_lanes(p, NULL)
+    if planned.lanes is not None:
+        st.lanes_arrays = planned.lanes
+        st.lanes = np.zeros(sizeof(synet_qadd_lanes), np.uint8)
+        lanes = <synet_qadd_lanes*>data_of(st.lanes)
+        f = planned.lanes
+        lanes.period = planned.nchan * planned.chan_inner
+        lanes.a_scale, lanes.a_offset = <const double*>data_of(f["a_scale"]), <const double*>data_of(f["a_offset"])
+        lanes.b_scale, lanes.b_offset = <const double*>data_of(f["b_scale"]), <const double*>data_of(f["b_offset"])
+        lanes.fa_scale, lanes.fa_scale_low = <const float*>data_of(f["fa_scale"]), <const float*>data_of(f["fa_scale_low"])
+        lanes.fb_scale, lanes.fb_scale_low = <const float*>data_of(f["fb_scale"]), <const float*>data_of(f["fb_scale_low"])
+        lanes.a_zero, lanes.b_zero = <const int*>data_of(f["a_zero"]), <const int*>data_of(f["b_zero"])
+        lanes.q_pre, lanes.q_inv = <const float*>data_of(f["q_pre"]), <const float*>data_of(f["q_inv"])
+        lanes.q_zero, lanes.ka = <const float*>data_of(f["q_zero"]), <const float*>data_of(f["ka"])
+        lanes.kb, lanes.kc, lanes.lo = <const float*>data_of(f["kb"]), <const float*>data_of(f["kc"]), <const float*>data_of(f["lo"])
+        synet_qadd_plan_set_lanes(p, lanes)
     p.lut = NULL
     p.mode = SYNET_QADD_GENERIC
     if planned.mode == planning.LOOKUP:
@@ -165,6 +210,15 @@ cdef object _build_lut(synet_qadd_plan* plan, a_dtype, b_dtype):
     if status != SYNET_OK:
         raise internal_error("QuantizedAdd lookup table", status)
     return lut
+
+
+def _kept(value):
+    """A copy of an init argument that later changes to the caller's arrays or lists do not reach."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_kept(v) for v in value)
+    return value
 
 
 cdef inline _QaddState _ready(QuantizedAdd context):
@@ -201,8 +255,11 @@ cdef object _forward(_QaddState st, a, b, dst, int threads):
     cdef const void* pa = data_of(a)
     cdef const void* pb = data_of(b)
     cdef void* pd = data_of(dst)
-    with nogil:
+    if st.plan.size < NOGIL_MIN:
         status = qadd_run(&st.plan, pa, pb, pd, threads)
+    else:
+        with nogil:
+            status = qadd_run(&st.plan, pa, pb, pd, threads)
     if status != SYNET_OK:
         raise internal_error("QuantizedAdd.forward", status)
     return dst
@@ -273,10 +330,17 @@ cdef class QuantizedAdd:
         if state is not None and (<_QaddState>state).planned.key == planned.key:
             return
         state = _new_state(planned)
-        (<_QaddState>state).init_args = tuple(np.array(v) if isinstance(v, (np.ndarray, list, tuple)) else v
-                                              for v in (a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale,
-                                                        b_zero, act_type, act_params, dst_type, dst_scale,
-                                                        dst_zero, axis))
+        # what pickling keeps: the arguments as given (arrays and lists copied), those of a FLOAT32 tensor
+        # (ignored, and maybe not picklable) as 1.0 and 0
+        if planned.a_type == DataType.FLOAT32:
+            a_scale, a_zero = 1.0, 0
+        if planned.b_type == DataType.FLOAT32:
+            b_scale, b_zero = 1.0, 0
+        if planned.dst_type == DataType.FLOAT32:
+            dst_scale, dst_zero = 1.0, 0
+        (<_QaddState>state).init_args = tuple(_kept(v) for v in (a_shape, a_type, a_scale, a_zero, b_shape, b_type,
+                                                                 b_scale, b_zero, act_type, act_params, dst_type,
+                                                                 dst_scale, dst_zero, axis))
         self._state = state
 
     def enable(self):
@@ -348,6 +412,26 @@ def _restore(version, args):
 
 
 _CACHE = _cache.cache("quantized_add")
+cdef object _U8 = np.dtype(np.uint8), _I8 = np.dtype(np.int8), _F32 = np.dtype(np.float32)
+
+
+cdef inline object _operand(object x, str name):
+    """The functional form's operand: a C-contiguous uint8 / int8 / float32 array as it is (a few pointer
+    compares), anything else through planning.operand (conversions and errors)."""
+    cdef object descr
+    if cnp.PyArray_Check(x) and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x):
+        descr = <object>cnp.PyArray_DESCR(<cnp.ndarray>x)
+        if descr is _U8 or descr is _I8 or descr is _F32:
+            return x
+    return planning.operand(x, name)
+
+
+cdef inline object _key_of(object value):
+    """_cache.key_of, with the plain scalars (the usual arguments) keyed inline."""
+    cdef object kind = type(value)
+    if kind is float or kind is int or kind is str or value is None:
+        return (kind, value)
+    return _cache.key_of(value)
 
 
 def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_scale=1.0, dst_zero=0,
@@ -396,13 +480,13 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     cdef _QaddState st
     if out is not None:
         require_array(out, "out")
-    a = planning.operand(a, "a")
-    b = planning.operand(b, "b")
+    a = _operand(a, "a")
+    b = _operand(b, "b")
     try:
-        key = (a.shape, a.dtype.num, b.shape, b.dtype.num, _cache.key_of(a_scale), _cache.key_of(a_zero),
-               _cache.key_of(b_scale), _cache.key_of(b_zero), _cache.key_of(dst_scale), _cache.key_of(dst_zero),
-               _cache.key_of(dst_dtype), _cache.key_of(activation), _cache.key_of(activation_params),
-               _cache.key_of(axis))
+        key = (a.shape, cnp.PyArray_TYPE(<cnp.ndarray>a), b.shape, cnp.PyArray_TYPE(<cnp.ndarray>b),
+               _key_of(a_scale), _key_of(a_zero), _key_of(b_scale), _key_of(b_zero), _key_of(dst_scale),
+               _key_of(dst_zero), _key_of(dst_dtype), _key_of(activation), _key_of(activation_params),
+               _key_of(axis))
     except TypeError:
         key = None
     state = _CACHE.get(key) if key is not None else None

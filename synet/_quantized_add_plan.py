@@ -19,7 +19,7 @@ import numbers
 import numpy as np
 
 from ._activations import activation_params
-from ._types import Activation, DataType, as_activation, as_data_type
+from ._types import Activation, DataType, as_activation, as_data_type, dtype_or_none
 
 IO_DTYPES = {DataType.FLOAT32: np.dtype(np.float32), DataType.UINT8: np.dtype(np.uint8),
              DataType.INT8: np.dtype(np.int8)}
@@ -31,6 +31,15 @@ STREAM_MIN = 1 << 22     # 1-byte output elements from which the folded kernel s
 # exact value lies more than 1e-3 from a rounding tie.
 FOLDED_MAX_ERROR = 2.5e-4
 GENERIC, FOLDED, LOOKUP = 0, 1, 2
+# Per-axis channels shorter than LANES_INNER_MAX (an inner axis, e.g. NHWC's channels) run on per-position
+# constants of one period (nchan * chan_inner outputs, 84 bytes each) instead of channel by channel, when
+# the period is at most LANES_PERIOD_MAX or the channels are very short (runs of under 8 outputs cost far
+# more than large tables). Measured crossover (u8 [1,*,256,inner], avx512): inner 64, or a 16 K period.
+LANES_INNER_MAX = 64
+LANES_PERIOD_MAX = 1 << 14
+LANES_SHORT = 8
+LANE_DTYPES = {"a_scale": np.float64, "a_offset": np.float64, "b_scale": np.float64, "b_offset": np.float64,
+               "a_zero": np.int32, "b_zero": np.int32}  # the others float32, as in synet_qadd_consts
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -59,6 +68,7 @@ class QuantizedAddPlan:
     table: np.ndarray           # intp [3, max(rank, 1)]: outer shape, a strides, b strides
     a_scalar: bool
     b_scalar: bool
+    lanes: dict | None = None   # field -> array of nchan * chan_inner values (per-position constants)
 
     @property
     def kernel(self) -> str:
@@ -66,7 +76,13 @@ class QuantizedAddPlan:
 
 
 def io_type(value: object, name: str) -> DataType:
-    data_type = as_data_type(value, name)
+    """FLOAT32, UINT8 or INT8 from a DataType, a name or a NumPy dtype; ValueError naming `name` otherwise."""
+    try:
+        data_type = as_data_type(value, name)
+    except ValueError:
+        dtype = dtype_or_none(value) if not isinstance(value, str) else None
+        raise ValueError(f"{name}: expected FLOAT32, UINT8 or INT8, got {dtype if dtype is not None else repr(value)}") \
+            from None
     if data_type not in IO_DTYPES:
         raise ValueError(f"{name}: expected FLOAT32, UINT8 or INT8, got {data_type.name}")
     return data_type
@@ -108,20 +124,28 @@ def _zero(value: object, name: str, data_type: DataType) -> int:
 
 
 def _values(value: object, name: str, check) -> tuple[list, bool]:
-    """(values, per_axis): a scalar, or a 1-D sequence checked element by element."""
+    """(values, per_axis): a scalar (a number, a 0-d array or a one-element 1-D array: per tensor, as
+    NumPy broadcasting and onnxruntime's QLinear ops read it), or a 1-D sequence checked element by
+    element."""
     if isinstance(value, (np.ndarray, list, tuple)):
-        array = np.asarray(value)
-        if array.ndim != 1 or array.size == 0:
+        try:  # a list keeps its items as they are (no conversion of them all to one dtype)
+            array = np.asarray(value, dtype=object if not isinstance(value, np.ndarray) else None)
+        except (ValueError, TypeError):
+            raise ValueError(f"{name}: expected a number or a non-empty 1-D array (per axis), got {value!r:.80}") \
+                from None
+        if array.ndim > 1 or array.size == 0:
             raise ValueError(f"{name}: expected a number or a non-empty 1-D array (per axis), got shape "
                              f"{array.shape}")
-        return [check(v.item() if isinstance(v, np.generic) else v, f"{name}[{i}]") for i, v in
-                enumerate(array.tolist() if array.dtype != object else array)], True
+        items = array.reshape(-1).tolist() if array.dtype != object else list(array.reshape(-1))
+        values = [check(v.item() if isinstance(v, np.generic) else v, name if array.ndim == 0 else f"{name}[{i}]")
+                  for i, v in enumerate(items)]
+        return values, len(values) > 1
     return [check(value, name)], False
 
 
 def _quantisation(name: str, data_type: DataType, scale: object, zero: object, shape: tuple, out_rank: int,
                   axis: int, per_axis: dict) -> tuple[list, list]:
-    """Checked scale and zero lists of one tensor (length 1, or its size along `axis`); per-axis ones
+    """Checked scale and zero lists of one tensor (length 1, or its size along `axis`, > 1); per-axis ones
     record their output axis in `per_axis` (name -> (output axis, length))."""
     scales, scale_axis = _values(scale, f"{name}_scale", _scale)
     zeros, zero_axis = _values(zero, f"{name}_zero", lambda v, n: _zero(v, n, data_type))
@@ -134,8 +158,8 @@ def _quantisation(name: str, data_type: DataType, scale: object, zero: object, s
                              f"got axis {axis}")
         own = axis % rank
         if len(values) != shape[own]:
-            raise ValueError(f"{param}: expected {shape[own]} values ({name}'s size along axis {own}), "
-                             f"got {len(values)}")
+            raise ValueError(f"{param}: expected {shape[own]} value{'s' if shape[own] != 1 else ''} ({name}'s "
+                             f"size along axis {own} of {shape}) or one (per tensor), got {len(values)}")
         per_axis[param] = (own + out_rank - rank, len(values))
     return scales, zeros
 
@@ -263,9 +287,9 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
                                                "q_pre", "q_inv", "q_zero", "ka", "kb", "kc", "lo")}
     float_values = all(_float_values_ok(a_type, sa[c], za[c], b_type, sb[c], zb[c], act, params, dst_type, ds[c])
                        for c in range(nchan))
-    one_byte = a_type == b_type == dst_type != DataType.FLOAT32
+    one_byte = DataType.FLOAT32 not in (a_type, b_type, dst_type)  # any mix of UINT8 and INT8
     folded = [_folded(sa[c], za[c], sb[c], zb[c], ds[c], dz[c]) for c in range(nchan)] \
-        if one_byte and act in (Activation.IDENTITY, Activation.RELU) else [None]
+        if one_byte and a_type == b_type == dst_type and act in (Activation.IDENTITY, Activation.RELU) else [None]
     use_folded = all(f is not None for f in folded)
     qmin = ZERO_RANGES.get(dst_type, (0, 0))[0]
     for c in range(nchan):
@@ -293,9 +317,13 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
     inner, a_scalar, b_scalar, table, walk_rank = _geometry(a_shape, b_shape, out_shape)
     key = (a_shape, a_type, tuple(sa), tuple(za), b_shape, b_type, tuple(sb), tuple(zb), act, params.tobytes(),
            dst_type, tuple(ds), tuple(dz), nchan, chan_inner)
+    lanes = None
+    if nchan > 1 and chan_inner < LANES_INNER_MAX and (nchan * chan_inner <= LANES_PERIOD_MAX or
+                                                       chan_inner < LANES_SHORT):
+        lanes = {f: np.repeat(np.asarray(v, dtype=LANE_DTYPES.get(f, np.float32)), chan_inner) for f, v in fields.items()}
     return QuantizedAddPlan(key, a_type, b_type, dst_type, a_shape, b_shape, out_shape, size, act, params,
                             prelu_inner, prelu_channels, mode, float_values, fields, nchan, chan_inner, inner,
-                            walk_rank, table, a_scalar, b_scalar)
+                            walk_rank, table, a_scalar, b_scalar, lanes)
 
 
 def operand(x: object, name: str) -> np.ndarray:

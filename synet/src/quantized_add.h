@@ -26,6 +26,18 @@ typedef struct synet_qadd_consts {
     float ka, kb, kc, lo;
 } synet_qadd_consts;
 
+/* Per-axis constants along an inner axis (short channels, e.g. NHWC's last axis): the constants of every
+   position j of one period (nchan * chan_inner outputs), as arrays of `period` values; output o runs with
+   those of j = o % period. Values as in synet_qadd_consts. */
+typedef struct synet_qadd_lanes {
+    synet_size period;
+    const double *a_scale, *a_offset, *b_scale, *b_offset;
+    const float *fa_scale, *fa_scale_low, *fb_scale, *fb_scale_low;
+    const int *a_zero, *b_zero;
+    const float *q_pre, *q_inv, *q_zero;
+    const float *ka, *kb, *kc, *lo;
+} synet_qadd_lanes;
+
 typedef struct synet_qadd_plan {
     int a_type, b_type, dst_type; /* SYNET_QADD_F32 / I8 / U8 */
     int mode;                     /* SYNET_QADD_GENERIC / FOLDED / LOOKUP */
@@ -42,7 +54,21 @@ typedef struct synet_qadd_plan {
     const synet_size *outer_shape, *a_strides, *b_strides;
     int a_scalar, b_scalar;
     int stream; /* outputs much larger than the caches: the folded kernel may stream its stores */
+    const synet_qadd_lanes *lanes; /* NULL, or the per-position constants (then `consts` is not used) */
 } synet_qadd_plan;
+
+/* (the Cython layer declares the plan's other fields; this one it sets through here) */
+static inline void synet_qadd_plan_set_lanes(synet_qadd_plan *plan, const synet_qadd_lanes *lanes)
+{
+    plan->lanes = lanes;
+}
+
+/* whether a plan's lanes (if any) fit its channels and kernel */
+static inline int synet_qadd_plan_lanes_ok(const synet_qadd_plan *plan)
+{
+    return !plan->lanes || (plan->lanes->period > 0 && plan->lanes->period == plan->nchan * plan->chan_inner &&
+                            plan->mode != SYNET_QADD_LOOKUP);
+}
 
 typedef struct synet_qadd_kernels {
     const char *level;
