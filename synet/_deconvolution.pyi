@@ -1,9 +1,11 @@
 from typing import final
 
+from typing_extensions import disjoint_base
+
 import numpy as np
 import numpy.typing as npt
 
-from ._conv_params import ConvParams
+from ._conv_params import ConvParams, ConvParams3d
 
 LEVEL: str
 PICKLE_VERSION: int
@@ -11,7 +13,7 @@ HARDWARE_BF16: bool
 
 def amx_available() -> bool: ...
 
-@final
+@disjoint_base
 class Deconvolution16b:
     def __init__(self, batch: int | None = None, conv: ConvParams | None = None, compatibility: int = 0) -> None: ...
     def init(self, batch: int, conv: ConvParams, compatibility: int = 0) -> None: ...
@@ -28,7 +30,13 @@ class Deconvolution16b:
     ) -> np.ndarray: ...
     def clear(self) -> None: ...
     @property
-    def conv(self) -> ConvParams | None: ...
+    def conv(self) -> ConvParams | ConvParams3d | None: ...
+
+@final
+class Deconvolution3d16b(Deconvolution16b):
+    def __init__(self, batch: int | None = None, conv: ConvParams3d | None = None,  # type: ignore[override]
+                 compatibility: int = 0) -> None: ...
+    def init(self, batch: int, conv: ConvParams3d, compatibility: int = 0) -> None: ...  # type: ignore[override]
 
 def conv_transpose2d(
     x: npt.ArrayLike,
@@ -41,6 +49,42 @@ def conv_transpose2d(
     dilation: int | tuple[int, int] = 1,
     *,
     layout: str = "NCHW",
+    activation: object = "identity",
+    activation_params: npt.ArrayLike | None = None,
+    out_dtype: npt.DTypeLike | None = None,
+    out: np.ndarray | None = None,
+    n_threads: int | None = None,
+) -> np.ndarray: ...
+
+def conv_transpose1d(
+    x: npt.ArrayLike,
+    weight: npt.ArrayLike,
+    bias: npt.ArrayLike | None = None,
+    stride: int | tuple[int] = 1,
+    padding: int | tuple[int] | tuple[int, int] = 0,
+    output_padding: int | tuple[int] = 0,
+    groups: int = 1,
+    dilation: int | tuple[int] = 1,
+    *,
+    layout: str = "NCL",
+    activation: object = "identity",
+    activation_params: npt.ArrayLike | None = None,
+    out_dtype: npt.DTypeLike | None = None,
+    out: np.ndarray | None = None,
+    n_threads: int | None = None,
+) -> np.ndarray: ...
+
+def conv_transpose3d(
+    x: npt.ArrayLike,
+    weight: npt.ArrayLike,
+    bias: npt.ArrayLike | None = None,
+    stride: int | tuple[int, int, int] = 1,
+    padding: int | tuple[int, int, int] | tuple[int, int, int, int, int, int] = 0,
+    output_padding: int | tuple[int, int, int] = 0,
+    groups: int = 1,
+    dilation: int | tuple[int, int, int] = 1,
+    *,
+    layout: str = "NCDHW",
     activation: object = "identity",
     activation_params: npt.ArrayLike | None = None,
     out_dtype: npt.DTypeLike | None = None,

@@ -11,12 +11,13 @@ is a stride-1 convolution over its taps: an implicit GEMM over (taps x input cha
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
 from ._activations import activation_params
 from ._conv_params import ConvParams, ConvParams3d, deconvolution_size
-from ._types import BFLOAT16, Compatibility, DataType, TensorFormat, as_activation, as_compatibility
+from ._types import BFLOAT16, Activation, Compatibility, DataType, TensorFormat, as_activation, as_compatibility
 from ._types import as_data_type, as_format
 
 GEMM, DEPTHWISE = 1, 2
@@ -46,7 +47,7 @@ class Geometry:
     pad_begin: tuple      # (front, top, left)
     pad_end: tuple        # (back, bottom, right)
     group: int
-    activation: object
+    activation: Activation
     src_type: DataType
     dst_type: DataType
     channels_last: bool
@@ -88,11 +89,12 @@ def _int(value: object, name: str, minimum: int | None = None) -> int:
     return int(value)
 
 
-def validate(conv: object) -> ConvParams | ConvParams3d:
+def validate(given: object) -> ConvParams | ConvParams3d:
     """A normalised copy of a ConvParams or ConvParams3d, or TypeError / ValueError naming what was expected."""
-    three = isinstance(conv, ConvParams3d)
-    if not three and not isinstance(conv, ConvParams):
-        raise TypeError(f"conv: expected a synet.ConvParams, got {type(conv).__name__}")
+    three = isinstance(given, ConvParams3d)
+    if not three and not isinstance(given, ConvParams):
+        raise TypeError(f"conv: expected a synet.ConvParams, got {type(given).__name__}")
+    conv: Any = given
     axes = ("z", "y", "x") if three else ("y", "x")
     sizes = ("d", "h", "w") if three else ("h", "w")
     counts = ["src_c", "dst_c", "group"] + [f"src_{a}" for a in sizes] + [f"dst_{a}" for a in sizes] + \
@@ -128,8 +130,8 @@ def validate(conv: object) -> ConvParams | ConvParams3d:
         if v[dst] != expected:
             raise ValueError(f"conv.dst_{size}: expected {expected} = {v[st]}·({v[src]} − 1) + {v[d]}·({v[k]} − 1) + 1 − "
                              f"{v[p0]} − {v[p1]}, got {v[dst]}")
-    fields = dict(v, src_type=src_type, dst_type=dst_type, src_format=src_format, dst_format=dst_format,
-                  activation=activation)
+    fields: dict[str, Any] = dict(v, src_type=src_type, dst_type=dst_type, src_format=src_format,
+                                  dst_format=dst_format, activation=activation)
     return (ConvParams3d if three else ConvParams)(**fields)
 
 
@@ -365,7 +367,7 @@ def weight_array(weight: object, planned: DeconvolutionPlan) -> np.ndarray:
         raise ValueError(f"weight: expected real numbers, got dtype {w.dtype}")
     n = int(np.prod(planned.weight_shape))
     if w.size != n:
-        kernel = ", ".join(f"k{a}" for a in "DHW"[3 - planned.geometry.dims:])
+        kernel = {1: "kL", 2: "kY, kX", 3: "kD, kH, kW"}[planned.geometry.dims]
         layout = f"[srcC, {kernel}, dstC/group]" if planned.geometry.channels_last else f"[srcC, dstC/group, {kernel}]"
         raise ValueError(f"weight: expected {n} elements ({layout} = {'·'.join(map(str, planned.weight_shape))}), "
                          f"got {w.size}")
@@ -503,8 +505,8 @@ def functional_conv(dims: int, x_shape: tuple, x_dtype, w_shape: tuple, stride, 
     if unbatched:
         x_shape = (1, *x_shape)
     if len(w_shape) != dims + 2:
-        kernel = ", ".join(f"k{a}" for a in spatial_names)
-        text = f"[C_in, {kernel}, C_out/groups]" if nhwc else f"[C_in, C_out/groups, {kernel}]"
+        kernel_text = ", ".join(f"k{a}" for a in spatial_names)
+        text = f"[C_in, {kernel_text}, C_out/groups]" if nhwc else f"[C_in, C_out/groups, {kernel_text}]"
         raise ValueError(f"weight: expected a {dims + 2}-D {text} array, got shape {w_shape}")
     if nhwc:
         n, *size, c_in = x_shape

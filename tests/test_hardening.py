@@ -236,8 +236,9 @@ def test_deconvolution_internal_buffer_size_is_what_the_context_holds(fmt):
         tracemalloc.stop()
     size = context.internal_buffer_size()
     assert size >= weight.size * 2 + bias.nbytes   # BF16 weights (packed, maybe padded), FP32 bias
-    # numpy arrays only: the ConvParams and a short Python tap list come on top
-    assert 0 <= held - size < 8192, (held, size)
+    # numpy arrays only: the Python objects of the plan (ConvParams, a dict of ~70 plan values, the
+    # dataclasses of the planning module) and a zero bias of dst_c floats come on top
+    assert 0 <= held - size < 16384, (held, size)
     context.clear()
     assert context.internal_buffer_size() == 0
 
