@@ -56,9 +56,10 @@ OP_LEVELS = {
     "gather": ("baseline", "avx2", "avx512"),
     "quantized_add": ("baseline", "avx2", "avx512"),
     "deconvolution": ("baseline", "avx2", "avx512", "avx512_bf16", "amx"),
+    "peak": ("baseline", "avx2", "avx512", "avx512_bf16", "amx"),   # the bench's roofline
 }
 # Extension module -> the kernel sources it links (cpu.c, level-independent, goes with _kernels).
-MODULE_OPS = {"_kernels": ("bf16",), "_gather": ("gather",), "_quantized_add": ("quantized_add",),
+MODULE_OPS = {"_kernels": ("bf16", "peak"), "_gather": ("gather",), "_quantized_add": ("quantized_add",),
               "_deconvolution": ("deconvolution",)}
 HEADERS = sorted(glob.glob(os.path.join(SRC, "*.h")))
 

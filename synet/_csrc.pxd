@@ -40,6 +40,15 @@ cdef extern from "bf16.h" nogil:
     const synet_bf16_kernels* synet_bf16_kernels_at(int level)
 
 
+cdef extern from "peak.h" nogil:
+    ctypedef struct synet_peak_kernels:
+        const char* level
+        double (*fp32_fma)(int64_t iterations) noexcept nogil
+        double (*bf16_dot)(int64_t iterations) noexcept nogil
+        double (*amx_bf16)(int64_t iterations) noexcept nogil
+    const synet_peak_kernels* synet_peak_kernels_at(int level)
+
+
 cdef extern from "gather.h" nogil:
     ctypedef struct synet_gather_job:
         const void* src

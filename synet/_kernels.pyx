@@ -17,9 +17,11 @@ from cython.parallel cimport prange
 from libc.stdint cimport uint16_t, uint32_t
 
 from synet._fastpath cimport new_array
+from libc.stdint cimport int64_t
+
 from synet._csrc cimport (
     SYNET_LEVEL_AMX, SYNET_LEVEL_AVX512_BF16, synet_amx_permission, synet_bf16_kernels, synet_bf16_kernels_at,
-    synet_cpu_level,
+    synet_cpu_level, synet_peak_kernels, synet_peak_kernels_at,
 )
 
 from ._arrays import UINT16, check_n_threads, check_out
@@ -330,3 +332,46 @@ def round_to_bfloat16(x, *, rounding="nearest", out=None, n_threads=None):
     array([1.015625, 3.140625], dtype=float32)
     """
     return _round_to_bf16(x, rounding, out, n_threads, (np.dtype(np.float32),))
+
+
+# ---------------------------------------------------------------------------------------------
+# The core's arithmetic peaks (the bench's roofline)
+
+cdef const synet_peak_kernels* _PEAK = synet_peak_kernels_at(_LEVEL)
+PEAK_KINDS = ("fp32_fma", "bf16_dot", "amx_bf16")
+
+
+def peak_flops(str kind, double seconds=0.05):
+    """FLOP/s of a register-only loop of one kind of instruction on this thread at the chosen CPU level:
+    ``"fp32_fma"``, ``"bf16_dot"`` (vdpbf16ps) or ``"amx_bf16"`` (tdpbf16ps); None where this CPU level
+    (or the OS, for AMX) does not allow it. The best of a few runs of about `seconds` each."""
+    import time
+
+    cdef double (*loop)(int64_t) noexcept nogil
+    cdef int64_t iterations = 1000
+    cdef double flops
+    if kind == "fp32_fma":
+        loop = _PEAK.fp32_fma
+    elif kind == "bf16_dot":
+        loop = _PEAK.bf16_dot
+    elif kind == "amx_bf16":
+        loop = _PEAK.amx_bf16 if amx_ready() else NULL
+    else:
+        raise ValueError(f"kind: expected one of {', '.join(PEAK_KINDS)}, got {kind!r}")
+    if loop == NULL:
+        return None
+    best = 0.0
+    while True:   # calibrate: about `seconds` per run
+        start = time.perf_counter()
+        with nogil:
+            flops = loop(iterations)
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds / 4:
+            break
+        iterations *= 4
+    for _ in range(5):
+        start = time.perf_counter()
+        with nogil:
+            flops = loop(iterations)
+        best = max(best, flops / (time.perf_counter() - start))
+    return best

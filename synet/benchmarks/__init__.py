@@ -33,6 +33,69 @@ class Workload:
     nbytes: int = 0           # memory traffic of one call, for GB/s
     flops: int = 0            # floating-point operations of one call, for GFLOP/s
     micro: bool = False       # a per-call-overhead workload: report microseconds
+    # make() may return (candidates, meta) with meta["peak"], the arithmetic that bounds synet's kernel when
+    # it is compute-bound: "fp32_fma", "bf16_dot" or "amx_bf16" (synet/_kernels.pyx: peak_flops)
+
+
+def machine_limits(seconds: float = 0.05) -> dict:
+    """This thread's limits: stream bandwidth (a large copy, bytes read + written per second; a large
+    read) and the arithmetic peaks of the kernel classes synet uses (register-only loops)."""
+    from synet._kernels import PEAK_KINDS, peak_flops
+
+    n = 64 << 20  # bytes: far beyond the caches
+    a = np.ones(n // 8, np.uint64)
+    b = np.empty_like(a)
+
+    def best(fn):
+        fn()
+        times = []
+        for _ in range(7):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    copy = 2 * n / best(lambda: np.copyto(b, a)) / 1e9
+    read = n / best(lambda: np.bitwise_or.reduce(a)) / 1e9
+    peaks = {kind: peak_flops(kind, seconds) for kind in PEAK_KINDS}
+    return {"copy GB/s": copy, "read GB/s": read,
+            "peak GFLOP/s": {k: v / 1e9 for k, v in peaks.items() if v is not None}}
+
+
+_COPY_BANDWIDTH: dict[int, float] = {}
+
+
+def copy_bandwidth(nbytes: int) -> float:
+    """Bytes read + written per second by a copy that moves `nbytes` in all (the caches it fits in count:
+    a 2 MB working set is not bound by DRAM), best of a few runs; cached by power-of-two size."""
+    size = 1 << max(12, min(26, (max(nbytes, 1) - 1).bit_length()))
+    if size not in _COPY_BANDWIDTH:
+        a = np.ones(size // 16, np.uint64)
+        b = np.empty_like(a)
+        calls = max(1, (16 << 20) // size)
+        best = float("inf")
+        for _ in range(7):
+            start = time.perf_counter()
+            for _ in range(calls):
+                np.copyto(b, a)
+            best = min(best, (time.perf_counter() - start) / calls)
+        _COPY_BANDWIDTH[size] = size / best
+    return _COPY_BANDWIDTH[size]
+
+
+def limit_share(seconds: float, nbytes: int, flops: int, peak: str, limits: dict) -> tuple[float, str] | None:
+    """(the share of the machine's limit a time reaches, what bounds it): the bytes a call must move at the
+    copy bandwidth of that working set, or its FLOPs at the peak of its kernel's arithmetic, whichever
+    takes longer."""
+    bounds = []
+    if nbytes:
+        bounds.append((nbytes / copy_bandwidth(nbytes), "memory"))
+    if flops and peak in limits["peak GFLOP/s"]:
+        bounds.append((flops / (limits["peak GFLOP/s"][peak] * 1e9), peak))
+    if not bounds:
+        return None
+    bound, kind = max(bounds)
+    return bound / seconds, kind
 
 
 def optional(module: str):
@@ -160,10 +223,14 @@ def run(only: list[str] | None = None, repeats: int = 7, target_s: float = 0.01,
     dispatch = synet.config()["dispatch"]
     print(f"synet {synet.__version__}: CPU level {dispatch['chosen']} (supported {dispatch['supported']}); "
           f"kernels {', '.join(f'{op} {lvl}' for op, lvl in dispatch['ops'].items())}", file=out)
+    limits = machine_limits()
+    print(f"limits of one thread: copy {limits['copy GB/s']:.1f} GB/s, read {limits['read GB/s']:.1f} GB/s; "
+          + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in limits["peak GFLOP/s"].items()), file=out)
     rows = []
     for number, workload in enumerate(workloads, 1):
         print(f"[{number}/{len(workloads)}] {workload.name}: {workload.title} ...", file=sys.stderr, flush=True)
-        candidates = workload.make()
+        made = workload.make()
+        candidates, meta = made if isinstance(made, tuple) else (made, {})
         times = measure(candidates, repeats, target_s, warm_s)
         reference = times[REFERENCE]
         for label, seconds in times.items():
@@ -173,12 +240,18 @@ def run(only: list[str] | None = None, repeats: int = 7, target_s: float = 0.01,
                 row["GB/s"] = workload.nbytes / seconds / 1e9
             if workload.flops:
                 row["GFLOP/s"] = workload.flops / seconds / 1e9
+            share = None if workload.micro or not label.startswith("synet") else \
+                limit_share(seconds, workload.nbytes, workload.flops, meta.get("peak", ""), limits)
+            if share is not None:
+                row["limit %"], row["bound"] = 100 * share[0], share[1]
+                if share[1] == "memory":   # against DRAM's stream bandwidth, whatever the working set
+                    row["dram limit %"] = 100 * workload.nbytes / (limits["copy GB/s"] * 1e9) / seconds
             rows.append(row)
-        del candidates
+        del candidates, made
     print_table(rows, out)
     if json_path:
         meta = {"date": time.strftime("%Y-%m-%d"), "cpu": cpu_name(), "config": synet.config(),
-                "repeats": repeats, "python": platform.python_version()}
+                "repeats": repeats, "python": platform.python_version(), "limits": limits}
         with open(json_path, "w") as f:
             json.dump({"meta": meta, "rows": rows}, f, indent=1)
         print(f"saved {json_path}", file=sys.stderr)
@@ -261,7 +334,7 @@ def cpu_name() -> str:
 
 def print_table(rows: list[dict], out=sys.stdout) -> None:
     """One line per candidate; `time / synet` > 1 means synet (1 thread) is that much faster."""
-    header = f"{'workload':<9}{'candidate':<30}{'median':>13}{'rate':>15}{'time / synet':>14}"
+    header = f"{'workload':<9}{'candidate':<30}{'median':>13}{'rate':>15}{'time / synet':>14}{'% of limit':>22}"
     print(header, file=out)
     print("-" * len(header), file=out)
     last = None
@@ -275,4 +348,5 @@ def print_table(rows: list[dict], out=sys.stdout) -> None:
         name = row["workload"] if row["workload"] != last else ""
         last = row["workload"]
         median = f"{row['ms'] * 1e3:.2f} us" if row.get("micro") else f"{row['ms']:.3f} ms"
-        print(f"{name:<9}{row['candidate']:<30}{median:>13}{rate:>15}{row['vs_synet']:>13.2f}x", file=out)
+        limit = f"{row['limit %']:.0f}% ({row['bound']})" if "limit %" in row else ""
+        print(f"{name:<9}{row['candidate']:<30}{median:>13}{rate:>15}{row['vs_synet']:>13.2f}x{limit:>22}", file=out)

@@ -64,12 +64,21 @@ def _workload(name, layout, src_c, size, dst_c, kernel, stride, pad, group=1, dt
             session = _ort_conv_transpose(x, w, b, kernel, stride, pad, group)
             if session is not None:
                 candidates["onnxruntime fp32"] = session
-        return candidates
+        return candidates, {"peak": peak_of(context)}
 
     flops = 2 * kernel * kernel * src_c * src_h * src_w * dst_c // group
+    size = 2 if bf16 else 4
+    dst_h, dst_w = stride * (src_h - 1) + kernel - 2 * pad, stride * (src_w - 1) + kernel - 2 * pad
+    nbytes = (src_c * src_h * src_w + dst_c * dst_h * dst_w) * size + 2 * src_c * kernel * kernel * dst_c // group
     title = (f"{layout} {src_c}x{src_h}x{src_w} -> {dst_c}, k{kernel} s{stride} p{pad}"
              + (f" g{group}" if group > 1 else "") + f", {dtype}")
-    return Workload(name, title, make, flops=flops)
+    return Workload(name, title, make, flops=flops, nbytes=nbytes)
+
+
+def peak_of(context) -> str:
+    """The arithmetic that bounds a context's kernel (synet._kernels.peak_flops kinds)."""
+    info = context.info()
+    return "amx_bf16" if "amx" in info else ("bf16_dot" if "avx512bf16" in info else "fp32_fma")
 
 
 WORKLOADS = [
@@ -77,6 +86,7 @@ WORKLOADS = [
     _workload("D2", "NHWC", 64, (32, 32), 64, 2, 2, 0),
     _workload("D3", "NHWC", 256, (17, 15), 256, 1, 1, 0, dtype="bf16"),
     _workload("D4", "NCHW", 64, (64, 64), 64, 4, 2, 1, group=64, ort=True),
+    _workload("D4h", "NHWC", 64, (64, 64), 64, 4, 2, 1, group=64),
     _workload("D5", "NHWC", 128, (64, 64), 64, 4, 2, 1),
 ]
 
@@ -103,6 +113,9 @@ def _workload_nd(name, dims, src_c, size, dst_c, kernel, stride, pad, group=1):
             candidates = {"synet": lambda: fn(x, w, b, stride, pad, groups=group, out=out, n_threads=1),
                           "synet x2": lambda: fn(x, w, b, stride, pad, groups=group, out=out, n_threads=2)}
         candidates["synet functional"] = lambda: fn(x, w, b, stride, pad, groups=group, n_threads=1)
+        peak = "bf16_dot" if synet.Deconvolution16b(1, synet.ConvParams.deconvolution(
+            src_c, 1, 8, dst_c, (1, kernel), (1, stride), 1, (0, pad), group)).info().find("avx512bf16") >= 0 \
+            else "fp32_fma"
         torch = torch_single_thread()
         if torch is not None:
             F = torch.nn.functional
@@ -119,12 +132,14 @@ def _workload_nd(name, dims, src_c, size, dst_c, kernel, stride, pad, group=1):
                                     kernel_shape=[kernel] * 3, strides=[stride] * 3, pads=[pad] * 6, group=group)
             if session is not None:
                 candidates["onnxruntime fp32"] = session
-        return candidates
+        return candidates, {"peak": peak_of(context) if dims == 3 else peak}
 
     flops = 2 * kernel ** dims * src_c * int(np.prod(size)) * dst_c // group
     layout = "NCL" if dims == 1 else "NCDHW"
     title = f"{layout} {src_c}x{'x'.join(map(str, size))} -> {dst_c}, k{kernel} s{stride} p{pad}, f32"
-    return Workload(name, title, make, flops=flops)
+    dst = [stride * (s - 1) + kernel - 2 * pad for s in size]
+    nbytes = (src_c * int(np.prod(size)) + dst_c * int(np.prod(dst))) * 4 + 2 * src_c * kernel ** dims * dst_c // group
+    return Workload(name, title, make, flops=flops, nbytes=nbytes)
 
 
 WORKLOADS += [
