@@ -14,6 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--only", help="comma-separated workload names, e.g. G1,B2")
     bench.add_argument("--repeats", type=int, default=7, help="timed rounds per candidate (median reported)")
     bench.add_argument("--json", metavar="PATH", help="also save the results as JSON")
+    bench.add_argument("--plot", metavar="PNG", help="also draw synet's speed-up over each peer (needs matplotlib)")
     bench.add_argument("--list", action="store_true", help="list the workloads and exit")
     bench.add_argument("--isa", metavar="LEVELS",
                        help="run the suite at each CPU level ('all' or e.g. avx2,avx512): one subprocess per level "
@@ -43,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"--isa: unknown levels {unknown}; expected 'all' or some of {', '.join(LEVELS)}")
             benchmarks.run_levels(levels, only=only, repeats=args.repeats, json_path=args.json)
             return 0
-        benchmarks.run(only=only, repeats=args.repeats, json_path=args.json)
+        rows = benchmarks.run(only=only, repeats=args.repeats, json_path=args.json)
+        if args.plot:
+            benchmarks.plot(rows, args.plot)
         return 0
     from synet._selftest import selftest
 

@@ -350,3 +350,41 @@ def print_table(rows: list[dict], out=sys.stdout) -> None:
         median = f"{row['ms'] * 1e3:.2f} us" if row.get("micro") else f"{row['ms']:.3f} ms"
         limit = f"{row['limit %']:.0f}% ({row['bound']})" if "limit %" in row else ""
         print(f"{name:<9}{row['candidate']:<30}{median:>13}{rate:>15}{row['vs_synet']:>13.2f}x{limit:>22}", file=out)
+
+
+def plot(rows: list[dict], path: str) -> None:
+    """A bar chart of synet's speed-up over each peer per workload (peer time / synet time, 1 thread, log
+    scale), saved as an image (matplotlib, the bench extra)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    workloads: list[str] = []
+    peers: list[str] = []
+    ratios: dict[tuple[str, str], float] = {}
+    for row in rows:
+        if row["candidate"].startswith("synet"):
+            continue
+        family = row["candidate"].split()[0].split(".")[0]   # "torch", "numpy", "onnxruntime", "ml_dtypes", ...
+        if row["workload"] not in workloads:
+            workloads.append(row["workload"])
+        if family not in peers:
+            peers.append(family)
+        key = (row["workload"], family)
+        ratios[key] = min(ratios.get(key, float("inf")), row["vs_synet"])   # the fastest variant of a peer
+    width = 0.8 / max(len(peers), 1)
+    figure, axes = plt.subplots(figsize=(max(8, 0.6 * len(workloads) + 2), 4.5))
+    for i, peer in enumerate(peers):
+        xs = [k + i * width for k, w in enumerate(workloads) if (w, peer) in ratios]
+        ys = [ratios[(w, peer)] for w in workloads if (w, peer) in ratios]
+        axes.bar(xs, ys, width, label=peer)
+    axes.axhline(1.0, color="black", linewidth=0.8)
+    axes.set_yscale("log")
+    axes.set_xticks([k + 0.4 - width / 2 for k in range(len(workloads))], workloads)
+    axes.set_ylabel("speed-up of synet (peer time / synet time)")
+    axes.set_title("synet vs its peers, one thread (above 1: synet is faster)")
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
