@@ -50,6 +50,7 @@ HARDWARE_BF16 = bool(K.micro_bf16)
 cdef enum:
     PARALLEL_MIN = 1 << 18       # multiply-adds below which a call runs on one thread
     PACK_PARALLEL_MIN = 1 << 18  # packed weight elements below which packing runs on one thread
+    NOGIL_MIN = 1 << 14          # multiply-adds below which a call keeps the GIL
 
 _FLOAT32 = np.dtype(np.float32)
 _UINT8 = np.dtype(np.uint8)
@@ -108,11 +109,14 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
             return SYNET_VALUE_ERROR
         image = <char*>buf + ((64 - (<size_t>buf) % 64) % 64)
     nthreads = max(n_threads, 1) if p.batch * p.dst_image * p.cg_in >= PARALLEL_MIN else 1
+    one_rows[0] = 0
+    if nthreads == 1:   # no parallel region to open (its cost dominates small layers): the same tasks in order
+        _run_serial(p, src, image, dst, one_rows)
+        return SYNET_OK
     rows = <int*>calloc(nthreads * 16, sizeof(int))   # AMX: per thread, the tile rows configured (0: none)
     if rows == NULL:         # no memory for 16 ints a thread: run on this thread
-        nthreads = 1
-        one_rows[0] = 0
-        rows = &one_rows[0]
+        _run_serial(p, src, image, dst, one_rows)
+        return SYNET_OK
     with parallel(num_threads=nthreads):
         for r in prange(p.pad_rows, schedule="static"):
             K.pad_row(p, src, image, r)
@@ -123,9 +127,22 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
         if p.exact_borders:   # after the barrier that ends the main pass: overwrite its border outputs
             for t in prange(p.batch * p.group * p.dst_d * p.dst_h, schedule="guided"):
                 K.border_task(p, src, dst, t)
-    if rows != &one_rows[0]:
-        free(rows)
+    free(rows)
     return SYNET_OK
+
+
+cdef void _run_serial(const synet_deconv_plan* p, const void* src, char* image, void* dst, int* rows) noexcept nogil:
+    """deconv_run's passes on the calling thread."""
+    cdef Py_ssize_t t
+    for t in range(p.pad_rows):
+        K.pad_row(p, src, image, t)
+    for t in range(p.ntasks):
+        K.task(p, src, image, dst, t, rows)
+    if p.micro == SYNET_MICRO_AMX and p.impl == SYNET_DECONV_GEMM:
+        K.amx_release()
+    if p.exact_borders:
+        for t in range(p.batch * p.group * p.dst_d * p.dst_h):
+            K.border_task(p, src, dst, t)
 
 
 cdef int _pack(const synet_deconv_plan* p, const synet_deconv_weights* w, Py_ssize_t units, Py_ssize_t work,
@@ -306,8 +323,11 @@ cdef object _run(_Geometry geo, _Weights ws, src, buf, dst, int threads, str whe
     cdef const void* ps = data_of(src)
     cdef void* pd = data_of(dst)
     cdef void* pb = data_of(buf) if need else NULL
-    with nogil:
+    if plan.batch * plan.dst_image * plan.cg_in < NOGIL_MIN:   # releasing the GIL costs more than the layer
         status = deconv_run(&plan, ps, pb, pd, threads)
+    else:
+        with nogil:
+            status = deconv_run(&plan, ps, pb, pd, threads)
     if status != SYNET_OK:
         raise internal_error(where, status)
     return dst

@@ -31,6 +31,7 @@ LEVEL = K.level.decode()
 
 cdef enum:
     PARALLEL_MIN = 1 << 15  # dst elements below which a gather runs on one thread
+    NOGIL_MIN = 1 << 10     # dst elements below which releasing the GIL costs more than the gather
 
 
 cdef int gather_run(const GatherPlan* plan, const void* src, const void* idx, void* dst, int n_threads) noexcept nogil:
@@ -57,9 +58,12 @@ cdef int gather_run(const GatherPlan* plan, const void* src, const void* idx, vo
         return SYNET_INDEX_ERROR
     job.src, job.dst, job.elem_size = src, dst, plan.elem_size
     K.prepare(&job)
-    for t in prange(job.ntasks, schedule="static", num_threads=n_threads,
-                    use_threads_if=job.outer * job.idx_count * job.inner >= PARALLEL_MIN):
-        bad += K.task(&job, t)
+    if job.outer * job.idx_count * job.inner < PARALLEL_MIN:   # no parallel region to open: the same tasks
+        for t in range(job.ntasks):
+            bad += K.task(&job, t)
+    else:
+        for t in prange(job.ntasks, schedule="static", num_threads=n_threads):
+            bad += K.task(&job, t)
     return SYNET_INDEX_ERROR if bad else SYNET_OK
 
 
@@ -249,8 +253,11 @@ cdef class GatherElements:
         cdef const void* ps = data_of(src)
         cdef const void* pi = NULL if idx is None else data_of(idx)
         cdef void* pd = data_of(dst)
-        with nogil:
+        if st.idx_size < NOGIL_MIN:
             status = gather_run(&plan, ps, pi, pd, threads)
+        else:
+            with nogil:
+                status = gather_run(&plan, ps, pi, pd, threads)
         if status == SYNET_INDEX_ERROR:
             raise planning.index_error(idx, st.geometry.src_count)
         if status != SYNET_OK:
@@ -390,8 +397,11 @@ def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):
     cdef const void* ps = data_of(src)
     cdef const void* pi = data_of(idx)
     cdef void* pd = data_of(out)
-    with nogil:
+    if cnp.PyArray_SIZE(<cnp.ndarray>out) < NOGIL_MIN:
         status = gather_run(&plan, ps, pi, pd, threads)
+    else:
+        with nogil:
+            status = gather_run(&plan, ps, pi, pd, threads)
     if status == SYNET_INDEX_ERROR:
         position, value = planning.first_bad(idx, src_count)
         where = np.unravel_index(position, idx.shape)
