@@ -126,7 +126,8 @@ def conv_cases():
         x = rng.standard_normal((2, 5, 6, cin) if fmt == "NHWC" else (2, cin, 5, 6)).astype(np.float32)
         if src_t == "bf16":
             x = x.astype(BF16)
-        cases.append((name, context, (x,), weight.nbytes + bias.nbytes + np.asarray([] if params is None else params, np.float32).nbytes))
+        cases.append((name, context, (x,),
+                      weight.nbytes + bias.nbytes + np.asarray([] if params is None else params, np.float32).nbytes))
     # non-finite weights: the exact-border pass (its FP32 weight copy) is rebuilt, not pickled
     for fmt, cin, cout, g in (("NCHW", 8, 6, 1), ("NHWC", 8, 6, 1), ("NCHW", 4, 4, 4)):
         conv = ConvParams.deconvolution(cin, 4, 5, cout, kernel=3, stride=1, pad=0, group=g, format=fmt)
