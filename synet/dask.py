@@ -1,27 +1,33 @@
 """synet's functional forms over dask arrays: one synet call per chunk, the same bits as one call.
 
-    >>> import dask.array as da, synet.dask
-    >>> x = da.random.standard_normal((64, 64, 64, 128), chunks=(8, -1, -1, -1)).astype("float32")
-    >>> y = synet.dask.conv_transpose2d(x, w, stride=2, padding=1, layout="NHWC")   # w: [128, 4, 4, 64]
-    >>> y.compute()                                                                  # 8 tasks, one per chunk
+::
 
-- ``conv_transpose2d`` (and ``conv_transpose1d`` / ``conv_transpose3d`` when synet has them) chunk along the
-  batch; the other axes are made one chunk. The weights travel once: a ``Deconvolution16b`` prepared here
-  (which validates every argument now) is pickled — its init arguments and BF16-rounded weights, never the
-  packed ones — into one graph key that every chunk task depends on. A worker fetches that key once, unpickles
-  it once (repacking for its own CPU, SPEC §8) and keeps it while its tasks need it; a chunk of another batch
-  size gets a context derived from it once per worker.
+    import dask.array as da
+    import synet.dask
+
+    x = da.random.default_rng(0).standard_normal((64, 64, 64, 128), chunks=(8, -1, -1, -1), dtype="float32")
+    y = synet.dask.conv_transpose2d(x, w, stride=2, padding=1, layout="NHWC")   # w: [128, 4, 4, 64]
+    y.compute()                                                                  # 8 tasks, one per chunk
+
+- ``conv_transpose2d`` (and ``conv_transpose1d`` / ``conv_transpose3d`` when synet has them) chunk along
+  the batch; the other axes are made one chunk. The weights travel once: a ``Deconvolution16b`` prepared
+  here (which checks every argument now) is pickled — its init arguments and BF16-rounded weights, never
+  the packed ones — into one graph key that every chunk task depends on. A worker fetches that key once,
+  unpickles it once (repacking for its own CPU) and keeps it while its tasks need it; a chunk of another
+  batch size gets a context derived from it, once per worker.
 - ``gather_elements`` chunks along every axis but ``axis`` (data's ``axis`` is made one chunk);
-  ``quantized_add`` along every axis but the one per-axis scales / zero points (and PRELU slopes) run along.
-  A NumPy operand is one graph key too (sent once per worker; each task takes its block of it); a dask one is
-  rechunked to line up with the other operand, with NumPy broadcasting.
+  ``quantized_add`` along every axis but the one per-axis scales / zero points (and PRELU slopes) run
+  along. A NumPy operand is one graph key too (sent once per worker; each task takes its block of it); a
+  dask one is rechunked to line up with the other operand, with NumPy broadcasting.
 - Results are dask arrays; BF16 results are ``ml_dtypes.bfloat16`` arrays (their ``meta`` too).
-- ``n_threads`` (per task) defaults to `default_threads()`: the worker's share of the CPUs, so that synet's
+- ``n_threads`` (per task) defaults to `default_threads`: the worker's share of the CPUs, so that synet's
   threads times the worker's threads never exceed what the process may use.
-- Arguments are checked here, on shapes, with the functional forms' own checks and messages; a dask array whose
-  chunk sizes are unknown (NaN) along an axis that has to be rechunked or located raises ValueError naming it.
+- Arguments are checked when the graph is made, with the functional forms' own checks and messages; a
+  dask array whose chunk sizes are unknown (NaN) along an axis that must be rechunked or lined up raises
+  ValueError naming the axis.
 
-Install with ``pip install "synet[dask]"``.
+Install with ``pip install "synet[dask]"``; without dask this module imports, and its functions raise
+ImportError saying so.
 """
 
 from __future__ import annotations
@@ -74,13 +80,17 @@ def _worker_threads(worker) -> int:
 
 
 def default_threads() -> int:
-    """The synet threads a chunk task uses when ``n_threads`` is None.
+    """The synet threads a chunk task uses when its ``n_threads`` is None.
 
     In a ``dask.distributed`` worker: ``synet.get_num_threads()`` (the CPUs this process may use, or
-    ``OMP_NUM_THREADS`` — which distributed's nanny sets to 1 in the worker processes it starts) divided by
-    the worker threads of this process, at least 1. In dask's synchronous scheduler (a task running in the
-    main thread, one at a time): ``synet.get_num_threads()``. Elsewhere — the threaded and the processes
-    schedulers, which already run one task per CPU — 1.
+    ``OMP_NUM_THREADS``, which distributed's nanny sets to 1 in the worker processes it starts) divided
+    by the worker threads living in this process, at least 1. In dask's synchronous scheduler (a task
+    running in the main thread, one at a time): ``synet.get_num_threads()``. Elsewhere (the threaded and
+    the processes schedulers, which already run one task per CPU): 1.
+
+    Returns
+    -------
+    int
     """
     try:
         from distributed import get_worker
@@ -300,15 +310,34 @@ def _conv_functional(x, function, weight, bias, kwargs: dict, name: str, n_threa
 
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1, *,
                      layout="NCHW", activation="identity", activation_params=None, out_dtype=None, n_threads=None):
-    """`synet.conv_transpose2d` over a dask array x chunked along the batch: one call per chunk.
+    """`synet.conv_transpose2d` over a dask array chunked along the batch: one synet call per chunk.
 
-    The arguments are those of `synet.conv_transpose2d` (no ``out``), checked now. x [N, C, H, W] (NHWC:
-    [N, H, W, C], or unbatched 3-D) may be a dask or a NumPy array; its non-batch axes become one chunk.
-    ``weight``, ``bias`` and ``activation_params`` are NumPy array-likes: a ``Deconvolution16b`` is
-    prepared with them here and travels to each worker once (one graph key), where it is repacked for
-    that worker's CPU. ``n_threads`` per task defaults to `default_threads()`.
+    The arguments are those of `synet.conv_transpose2d` but ``out``, and they are checked now. A
+    ``Deconvolution16b`` is prepared here with the weights, bias and activation parameters and travels
+    to each worker once, as one graph key (pickled: init arguments and BF16-rounded weights), where it is
+    repacked for that worker's CPU.
 
-    Returns a dask array of the output (float32, or ml_dtypes.bfloat16), chunked like x along the batch.
+    Parameters
+    ----------
+    x : dask.array.Array or array_like
+        NCHW [N, C_in, H, W] or NHWC [N, H, W, C_in] (or unbatched 3-D). Its chunks along N are kept
+        (their sizes may be unknown); its other axes become one chunk.
+    weight, bias, stride, padding, output_padding, groups, dilation, layout, activation, \
+activation_params, out_dtype
+        As `synet.conv_transpose2d` (NumPy array-likes for the arrays).
+    n_threads : int, optional
+        synet threads per task; default `default_threads`.
+
+    Returns
+    -------
+    dask.array.Array
+        float32 or ``ml_dtypes.bfloat16``, chunked like x along the batch.
+
+    Raises
+    ------
+    ValueError, TypeError
+        As `synet.conv_transpose2d`, now; ValueError when x's chunk sizes along a non-batch axis are
+        unknown.
     """
     _check_threads(n_threads)
     x, unbatched = _prepare_x(x, 4)
@@ -357,8 +386,9 @@ def _conv_nd(name: str, rank: int):
         return result[0] if unbatched else result
 
     form.__name__ = form.__qualname__ = name
-    form.__doc__ = (f"`synet.{name}` over a dask array x chunked along the batch (as `conv_transpose2d`): "
-                    f"the same arguments but ``out``; weights and bias travel once per worker.")
+    form.__doc__ = (f"`synet.{name}` over a dask array chunked along the batch (as `conv_transpose2d`): the "
+                    f"same arguments but ``out``, checked now on an empty batch; weights and bias travel once "
+                    f"per worker, as one graph key.")
     return form
 
 
@@ -395,13 +425,31 @@ def _gather_block(*args, axis, shared, src_count, n_threads, block_info=None):
 
 
 def gather_elements(data, indices, axis=0, *, n_threads=None):
-    """`synet.gather_elements` (ONNX GatherElements) over dask arrays: one call per chunk.
+    """`synet.gather_elements` (ONNX GatherElements) over dask arrays: one synet call per chunk.
 
-    data and indices are dask or NumPy arrays. The result has indices' shape, chunked like indices (a dask
-    indices) or like data (a NumPy indices) along every axis but `axis`, which is one chunk; data's `axis`
-    is made one chunk. A NumPy operand is one graph key (sent once per worker, each task takes its block),
-    and a NumPy index is checked now; an index out of range in a dask indices raises IndexError at compute
-    time, naming its position in the whole array.
+    Parameters
+    ----------
+    data, indices : dask.array.Array or array_like
+        As `synet.gather_elements`. A NumPy operand is one graph key (sent once per worker; each task
+        takes its block of it); a NumPy ``indices`` is checked now.
+    axis : int
+        The gathered axis; data's is made one chunk, and so is the result's.
+    n_threads : int, optional
+        synet threads per task; default `default_threads`.
+
+    Returns
+    -------
+    dask.array.Array
+        Of indices' shape and data's dtype, chunked like a dask ``indices`` (else like ``data``) along
+        every other axis.
+
+    Raises
+    ------
+    IndexError
+        An index out of range: now for a NumPy ``indices``, at compute time for a dask one, naming its
+        position in the whole array.
+    ValueError, TypeError
+        As `synet.gather_elements`, now; ValueError when a dask operand's chunk sizes are unknown.
     """
     _check_threads(n_threads)
     shared = [not isinstance(data, da.Array), not isinstance(indices, da.Array)]
@@ -463,13 +511,32 @@ def _per_axis_dims(pairs, ranks, axis, out_ndim: int) -> set:
 
 def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_scale=1.0, dst_zero=0,
                   dst_dtype=np.uint8, activation="identity", activation_params=None, axis=1, n_threads=None):
-    """`synet.quantized_add` over dask arrays with NumPy broadcasting: one call per chunk.
+    """`synet.quantized_add` over dask arrays with NumPy broadcasting: one synet call per chunk.
 
-    a and b are dask or NumPy arrays. The result is chunked like its dask operands (a first) along every
-    axis, except the axis per-axis scales / zero points run along and, for PRELU with one slope per
-    channel, axis 1: those are one chunk. A dask b is rechunked to line up with a; a NumPy operand is one
-    graph key (sent once per worker, each task takes its block of it). The arguments are those of
-    `synet.quantized_add` (no ``out``), checked now on the shapes.
+    The arguments are those of `synet.quantized_add` but ``out``, and they are checked now, on the shapes.
+
+    Parameters
+    ----------
+    a, b : dask.array.Array or array_like
+        The operands. A dask ``b`` is rechunked to line up with ``a``; a NumPy operand is one graph key
+        (sent once per worker; each task takes its block of it).
+    a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero, dst_dtype, activation, activation_params, axis
+        As `synet.quantized_add`.
+    n_threads : int, optional
+        synet threads per task; default `default_threads`.
+
+    Returns
+    -------
+    dask.array.Array
+        Of the broadcast shape, chunked like the dask operands (``a`` first) along every axis but the
+        one per-axis scales / zero points run along and, for PRELU with one slope per channel, axis 1:
+        those are one chunk.
+
+    Raises
+    ------
+    ValueError, TypeError
+        As `synet.quantized_add`, now; ValueError when a dask operand's chunk sizes are unknown along an
+        axis that must be lined up with the other operand or made one chunk.
     """
     _check_threads(n_threads)
     operands = [x if isinstance(x, da.Array) else np.asarray(x) for x in (a, b)]
