@@ -128,6 +128,7 @@ class SynetBuildExt(build_ext):
             ext.extra_objects = [o for op in MODULE_OPS.get(name, ()) for o in objects[op]]
             if name == "_kernels":
                 ext.extra_objects += objects["cpu"]
+            ext.depends = HEADERS + ext.extra_objects  # a rebuilt kernel object relinks the module
         self.write_config(version, module_flags, openmp, built)
         super().build_extensions()
 

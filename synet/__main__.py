@@ -9,12 +9,15 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m synet", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("info", help="version, compiler, flags, OpenMP, SIMD level, threads")
+    commands.add_parser("info", help="version, compiler, flags, OpenMP, CPU levels (compiled, supported, chosen), threads")
     bench = commands.add_parser("bench", help="run the built-in workloads against installed peers")
     bench.add_argument("--only", help="comma-separated workload names, e.g. G1,B2")
     bench.add_argument("--repeats", type=int, default=7, help="timed rounds per candidate (median reported)")
     bench.add_argument("--json", metavar="PATH", help="also save the results as JSON")
     bench.add_argument("--list", action="store_true", help="list the workloads and exit")
+    bench.add_argument("--isa", metavar="LEVELS",
+                       help="run the suite at each CPU level ('all' or e.g. avx2,avx512): one subprocess per level "
+                            "with SYNET_MAX_ISA set and the torch peers restricted to the same instructions")
     commands.add_parser("selftest", help="quick correctness check of every op against NumPy")
     args = parser.parse_args(argv)
 
@@ -31,6 +34,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{workload.name:<5}{workload.title}")
             return 0
         only = [name.strip() for name in args.only.split(",")] if args.only else None
+        if args.isa:
+            from synet._kernels import LEVELS
+
+            levels = list(LEVELS) if args.isa == "all" else [lv.strip() for lv in args.isa.split(",")]
+            unknown = [lv for lv in levels if lv not in LEVELS]
+            if unknown:
+                parser.error(f"--isa: unknown levels {unknown}; expected 'all' or some of {', '.join(LEVELS)}")
+            benchmarks.run_levels(levels, only=only, repeats=args.repeats, json_path=args.json)
+            return 0
         benchmarks.run(only=only, repeats=args.repeats, json_path=args.json)
         return 0
     from synet._selftest import selftest

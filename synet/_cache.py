@@ -1,9 +1,9 @@
 """The plan cache of the functional forms: bounded, thread-safe, keyed by everything that defines a plan.
 
-A functional call (``conv_transpose2d``, ``quantized_add``, ``gather_elements``) builds its plan
-(geometry, tables, kernel choice) once per distinct key and reuses it afterwards; arrays are never
-keys by identity (they are mutable): weights are packed per call, and array-valued parameters are
-keyed by their bytes.
+A functional call (``conv_transpose2d``, ``quantized_add``) builds its plan (geometry, tables, kernel
+choice) once per distinct key and reuses it afterwards; arrays are never keys by identity (they are
+mutable): weights are packed per call, and array-valued parameters are keyed by their bytes.
+(``gather_elements`` has nothing to plan: its fast path checks its arguments on the NumPy C API.)
 """
 
 from __future__ import annotations

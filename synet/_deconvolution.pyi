@@ -6,6 +6,7 @@ import numpy.typing as npt
 from ._conv_params import ConvParams
 
 LEVEL: str
+PICKLE_VERSION: int
 HARDWARE_BF16: bool
 
 def amx_available() -> bool: ...

@@ -22,7 +22,11 @@ from synet._csrc cimport (
     SYNET_NOT_READY, SYNET_OK, SYNET_VALUE_ERROR, synet_deconv_kernels, synet_deconv_kernels_at, synet_deconv_plan,
     synet_deconv_weights,
 )
-from synet._fastpath cimport data_of, is_operand, is_output, new_like, overlaps
+from libc.string cimport memset
+
+from synet._fastpath cimport (
+    data_of, is_float32_array, is_operand, is_output, key_part, new_array, new_like, overlaps,
+)
 from synet._kernels cimport amx_ready, call_threads, kernel_level
 
 import threading
@@ -48,6 +52,7 @@ cdef enum:
     PACK_PARALLEL_MIN = 1 << 18  # packed weight elements below which packing runs on one thread
 
 _FLOAT32 = np.dtype(np.float32)
+_UINT8 = np.dtype(np.uint8)
 
 
 def amx_available():
@@ -145,8 +150,10 @@ cdef class _Geometry:
     cdef object planned            # planning.DeconvolutionPlan
     cdef dict tables
     cdef object src_dtype, src_alt, dst_dtype, dst_alt
-    cdef Py_ssize_t src_size, dst_size
+    cdef Py_ssize_t src_size, dst_size, weight_size, packed_size, pack_units
+    cdef Py_ssize_t weight_steps[4]
     cdef tuple dst_shape
+    cdef object zero_bias          # read-only zeros: the bias of set_params(bias=None)
 
 
 cdef _Geometry _new_geometry(planned):
@@ -162,6 +169,12 @@ cdef _Geometry _new_geometry(planned):
     geo.src_size = int(np.prod(planned.src_shape))
     geo.dst_size = int(np.prod(planned.dst_shape))
     geo.dst_shape = planned.dst_shape
+    geo.weight_size = int(np.prod(planned.weight_shape))
+    geo.packed_size, geo.pack_units = planned.packed_size, planned.pack_units
+    for i in range(4):
+        geo.weight_steps[i] = planned.weight_steps[i]
+    geo.zero_bias = np.zeros(planned.conv.dst_c, np.float32)
+    geo.zero_bias.flags.writeable = False
     p.impl, p.micro, p.src_bf16, p.dst_bf16 = s["impl"], s["micro"], s["src_bf16"], s["dst_bf16"]
     p.nhwc, p.direct, p.act, p.buf_size = s["nhwc"], s["direct"], s["act"], s["buf_size"]
     p.batch, p.src_c, p.src_h, p.src_w = s["batch"], s["src_c"], s["src_h"], s["src_w"]
@@ -210,24 +223,32 @@ cdef class _Weights:
     cdef object packed, bias, params, exact
 
 
-cdef _Weights _new_weights(_Geometry geo, weight, bias, params, int threads):
-    """Round and pack `weight` for `geo` (with the GIL released for the packing)."""
+cdef _Weights _new_weights(_Geometry geo, weight, bias, params, int threads, bint own):
+    """Round and pack `weight` for `geo` (with the GIL released for the packing). `own`: copy the bias
+    (a context keeps it; a one-shot functional call need not)."""
     cdef _Weights ws = _Weights.__new__(_Weights)
     cdef synet_deconv_weights w
     cdef int nonfinite
+    cdef cnp.npy_intp size = geo.packed_size
+    cdef bint depthwise = geo.plan.impl == SYNET_DECONV_DEPTHWISE
     planned = geo.planned
-    w32 = planning.weight_array(weight, planned)
-    ws.bias = planning.bias_array(bias, planned.conv.dst_c)
+    w32 = weight if is_float32_array(weight, geo.weight_size) else planning.weight_array(weight, planned)
+    if bias is None:
+        ws.bias = geo.zero_bias
+    elif not own and is_float32_array(bias, geo.plan.dst_c):
+        ws.bias = bias
+    else:
+        ws.bias = planning.bias_array(bias, geo.plan.dst_c)
     ws.params = params
-    ws.packed = np.empty(planned.packed_size, np.float32 if planned.impl == planning.DEPTHWISE else np.uint16)
+    ws.packed = new_array(_FLOAT32 if depthwise else UINT16, 1, &size)
     w.w = <const float*>data_of(w32)
-    w.ci_step, w.co_step, w.ky_step, w.kx_step = planned.weight_steps
-    cdef void* packed = data_of(ws.packed)
-    cdef Py_ssize_t units = planned.pack_units, work = planned.packed_size
+    w.ci_step, w.co_step, w.ky_step, w.kx_step = geo.weight_steps[0], geo.weight_steps[1], geo.weight_steps[2], \
+        geo.weight_steps[3]
+    cdef char* packed = <char*>data_of(ws.packed)
     with nogil:
-        nonfinite = _pack(&geo.plan, &w, units, work, packed, threads)
-    if planned.impl == planning.GEMM:
-        ws.packed[-64:] = 0   # the tail the micro-kernels may read past the last block
+        nonfinite = _pack(&geo.plan, &w, geo.pack_units, size, packed, threads)
+        if not depthwise:   # the tail the micro-kernels may read past the last block
+            memset(packed + (size - 64) * 2, 0, 128)
     ws.exact = planning.exact_weights(w32, planned) if nonfinite and planning.has_borders(planned) else None
     return ws
 
@@ -263,9 +284,10 @@ cdef object _run(_Geometry geo, _Weights ws, src, buf, dst, int threads, str whe
         buf = require_array(buf, "buf")
         if buf.dtype != np.uint8:
             raise ValueError(f"buf: expected dtype uint8, got {buf.dtype}")
+    cdef cnp.npy_intp need_dims = need
     if need:
         if buf is None:
-            buf = np.empty(need, np.uint8)
+            buf = new_array(_UINT8, 1, &need_dims)
         else:
             if not buf.flags.c_contiguous or not buf.flags.writeable:
                 raise ValueError("buf: expected a writeable C-contiguous array")
@@ -407,12 +429,12 @@ cdef class Deconvolution16b:
             dstC values; zeros when None.
         params : array_like of float, optional
             At least the values the activation uses (dstC slopes for PRELU; extras ignored);
-            None takes the defaults of SPEC §2.
+            None takes the activation's defaults.
         """
         cdef _State st = _ready(self)
         cdef _State new
         prm = planning.params_array(st.geometry.planned, params)
-        weights = _new_weights(st.geometry, weight, bias, prm, call_threads(None))
+        weights = _new_weights(st.geometry, weight, bias, prm, call_threads(None), True)
         with self._lock:
             if self._state is not st:   # init/clear ran meanwhile: these weights fit the old geometry
                 raise RuntimeError("Deconvolution16b.set_params: the context was re-initialised during the call")
@@ -552,7 +574,10 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
         Rows/columns added at the bottom/right, each < max(stride, dilation) of its axis.
     groups : int
     layout : {"NCHW", "NHWC"}
-    activation : Activation or name; activation_params : its parameters (SPEC §2 defaults when None).
+    activation : Activation or name
+        One of the 11 of ``synet.Activation`` (default identity).
+    activation_params : sequence of float, optional
+        Its parameters; the defaults when None (PRELU: C_out slopes).
     out_dtype : float32 or bfloat16, optional
         Default: out's dtype if given, else bfloat16 for a bfloat16 x, else float32.
     out : ndarray, optional
@@ -563,33 +588,54 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     -------
     ndarray
         ``H_out = (H − 1)·sH − top − bottom + dH·(kH − 1) + oH + 1`` (likewise W).
+
+    Examples
+    --------
+    >>> y = conv_transpose2d(np.ones((1, 2, 2, 2), np.float32), np.ones((2, 1, 3, 3), np.float32), stride=2,
+    ...                      padding=1)
+    >>> y[0, 0]
+    array([[2., 4., 2.],
+           [4., 8., 4.],
+           [2., 4., 2.]], dtype=float32)
     """
     cdef int threads = call_threads(n_threads)
     cdef _Geometry geo
-    x = _as_operand(x, "x")
-    w = np.asarray(weight)
+    if not (cnp.PyArray_Check(x) and (<cnp.ndarray>x).dtype is _FLOAT32):
+        x = _as_operand(x, "x")
+    w = weight if cnp.PyArray_Check(weight) else np.asarray(weight)
     if out is not None:
         out = require_array(out, "out")
+    slow = _cache.key_of
     try:
-        key = (x.shape, x.dtype.num, w.shape, _cache.key_of(stride), _cache.key_of(padding),
-               _cache.key_of(output_padding), _cache.key_of(groups), _cache.key_of(dilation), _cache.key_of(layout),
-               _cache.key_of(activation), _cache.key_of(activation_params), _cache.key_of(out_dtype),
-               None if out is None else out.dtype.num)
+        key = (x.shape, x.dtype.num, w.shape, key_part(stride, slow), key_part(padding, slow),
+               key_part(output_padding, slow), key_part(groups, slow), key_part(dilation, slow),
+               key_part(layout, slow), key_part(activation, slow), key_part(activation_params, slow),
+               key_part(out_dtype, slow), None if out is None else out.dtype.num)
     except TypeError:
         key = None
     entry = _CACHE.get(key) if key is not None else None
     if entry is None:
         if w.dtype.kind not in "biuf" and w.dtype != BFLOAT16:
             raise ValueError(f"weight: expected real numbers, got dtype {w.dtype}")
-        conv, n, unbatched, shape = planning.functional_conv(x.shape, x.dtype, w.shape, stride, padding,
-                                                            output_padding, groups, dilation, layout, activation,
-                                                            out_dtype, out)
+        conv, n, unbatched, shape, kind = planning.functional_conv(x.shape, x.dtype, w.shape, stride, padding,
+                                                                  output_padding, groups, dilation, layout,
+                                                                  activation, out_dtype, out)
         dst_dtypes = (BFLOAT16, UINT16) if conv.dst_type == DataType.BFLOAT16 else (_FLOAT32,)
-        if n == 0 or min(shape) == 0:
+        if kind == "empty":
             entry = (None, None, shape, dst_dtypes)
         else:
             planned = _plan(n, conv, 0)
-            entry = (_new_geometry(planned), planning.params_array(planned, activation_params), shape, dst_dtypes)
+            if kind == "bias":   # the zero source and weights of a 1x1 deconvolution give act(bias)
+                if out is not None:
+                    out = check_out(out, shape, dst_dtypes, {"x": x})
+                geo = _new_geometry(planned)
+                w = np.zeros(planned.weight_shape, np.float32)
+                x = np.zeros(planned.src_shape, np.float32)
+                weights = _new_weights(geo, w, bias, planning.params_array(planned, activation_params, "activation_params"), threads,
+                                       False)
+                return _run(geo, weights, x, None, out.reshape(planned.dst_shape) if out is not None else None,
+                            threads, "conv_transpose2d").reshape(shape)
+            entry = (_new_geometry(planned), planning.params_array(planned, activation_params, "activation_params"), shape, dst_dtypes)
         if key is not None:
             _CACHE.put(key, entry)
     geometry, prm, shape, dst_dtypes = entry
@@ -598,7 +644,7 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     if geometry is None:   # an empty batch or output: the right shape, no kernel
         return out if out is not None else np.empty(shape, dst_dtypes[0])
     geo = <_Geometry>geometry
-    weights = _new_weights(geo, w, bias, prm, threads)
+    weights = _new_weights(geo, w, bias, prm, threads, False)
     result = _run(geo, weights, np.ascontiguousarray(x), None,
                   out if out is not None else new_like(geo.dst_dtype, shape), threads, "conv_transpose2d")
     return result

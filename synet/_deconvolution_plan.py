@@ -317,9 +317,9 @@ def bias_array(bias: object, dst_c: int) -> np.ndarray:
     return b
 
 
-def params_array(planned: DeconvolutionPlan, params: object) -> np.ndarray:
+def params_array(planned: DeconvolutionPlan, params: object, name: str = "params") -> np.ndarray:
     conv = planned.conv
-    return activation_params(conv.activation, params, conv.dst_c, "params", allow_single_slope=False,
+    return activation_params(conv.activation, params, conv.dst_c, name, allow_single_slope=False,
                              allow_extra_slopes=True)
 
 
@@ -423,12 +423,23 @@ def functional_conv(x_shape: tuple, x_dtype, w_shape: tuple, stride, padding, ou
     src_type = DataType.BFLOAT16 if x_dtype == BFLOAT16 else DataType.FLOAT32
     dst_h = deconvolution_size(h, ky, sy, dy, top, bottom - oy)
     dst_w = deconvolution_size(wd, kx, sx, dx, left, right - ox)
-    if dst_h <= 0 or dst_w <= 0:
+    empty_input = min(n, c_in, h, wd, dst_c) == 0
+    if (dst_h <= 0 or dst_w <= 0) and not empty_input:
         raise ValueError(f"padding: {(top, left, bottom, right)} leaves an output of {dst_h}x{dst_w}; expected >= 1x1")
-    conv = ConvParams(c_in, h, wd, src_type, fmt, dst_c, dst_h, dst_w, dst_type, fmt, ky, kx, dy, dx, sy, sx,
-                      top, left, bottom - oy, right - ox, int(groups), as_activation(activation))
+    dst_h, dst_w = max(dst_h, 0), max(dst_w, 0)
+    act = as_activation(activation)
     shape = (n, dst_h, dst_w, dst_c) if nhwc else (n, dst_c, dst_h, dst_w)
-    return conv, n, unbatched, shape[1:] if unbatched else shape
+    if min(shape) == 0:                          # nothing to compute: an empty result
+        kind, conv = "empty", ConvParams(max(c_in, 1), 1, 1, src_type, fmt, max(dst_c, 1), 1, 1, dst_type, fmt, 1, 1)
+    elif empty_input:                            # no input reaches the output: act(bias) everywhere, computed as a
+        kind = "bias"                            # 1x1 deconvolution of one zero channel
+        conv = ConvParams(1, dst_h, dst_w, DataType.FLOAT32, fmt, dst_c, dst_h, dst_w, dst_type, fmt, 1, 1,
+                          activation=act)
+    else:
+        kind = "run"
+        conv = ConvParams(c_in, h, wd, src_type, fmt, dst_c, dst_h, dst_w, dst_type, fmt, ky, kx, dy, dx, sy, sx,
+                          top, left, bottom - oy, right - ox, int(groups), act)
+    return conv, n, unbatched, shape[1:] if unbatched else shape, kind
 
 
 __all__ = ["Activation", "DeconvolutionPlan", "plan", "validate"]

@@ -58,3 +58,24 @@ cdef inline cnp.ndarray new_like(object dtype, tuple shape):
 
 cdef inline void* data_of(object x) noexcept:
     return cnp.PyArray_DATA(<cnp.ndarray>x)
+
+
+cdef inline object key_part(object value, object slow):
+    """A plan-cache key of one argument: ints, strings, None and tuples of ints as they are (no other
+    value equals them: True, 1.0 and [1] are keyed by `slow`, synet._cache.key_of)."""
+    cdef type t = type(value)
+    cdef Py_ssize_t i
+    if t is int or t is str or value is None:
+        return value
+    if t is tuple:
+        for i in range(len(<tuple>value)):
+            if type((<tuple>value)[i]) is not int:
+                return slow(value)
+        return value
+    return slow(value)
+
+
+cdef inline bint is_float32_array(object x, Py_ssize_t size) noexcept:
+    """x is a C-contiguous float32 ndarray of `size` elements."""
+    return cnp.PyArray_Check(x) and cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_FLOAT32 and \
+        cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x) and cnp.PyArray_SIZE(<cnp.ndarray>x) == size

@@ -5,6 +5,7 @@ import numpy.typing as npt
 from typing import final
 
 LEVEL: str
+PICKLE_VERSION: int
 
 @final
 class GatherElements:

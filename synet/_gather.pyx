@@ -13,7 +13,7 @@ from synet._csrc cimport (
     SYNET_INDEX_ERROR, SYNET_NOT_READY, SYNET_OK, SYNET_VALUE_ERROR, synet_gather_job, synet_gather_kernels,
     synet_gather_kernels_at,
 )
-from synet._fastpath cimport data_of, is_operand, is_output, new_like, overlaps
+from synet._fastpath cimport data_of, is_operand, is_output, new_array, new_like, overlaps
 from synet._kernels cimport call_threads, kernel_level
 
 import math
@@ -131,6 +131,8 @@ cdef class GatherElements:
     def init(self, data_type, index_type, index_const, index_users, outer, src_count, inner, idx_count):
         """(Re)initialise: src is [prod(outer), src_count, inner], idx and dst [prod(outer), idx_count, inner].
 
+        Identical arguments keep the context (and its analysed index); others rebuild it.
+
         Parameters
         ----------
         data_type : DataType, name or dtype
@@ -146,8 +148,6 @@ cdef class GatherElements:
         src_count, inner, idx_count : int
             Gathered-axis length of src, product of the dimensions after it, gathered-axis
             length of idx and dst.
-
-        Identical arguments keep the context (and its analysed index); others rebuild it.
         """
         geometry = planning.geometry(data_type, index_type, index_const, index_users, outer, src_count, inner,
                                      idx_count)
@@ -307,6 +307,32 @@ def _restore(version, args, index, index_shape):
     return context
 
 
+cdef bint _same_block(data, indices, axis) noexcept:
+    """gather_elements' common call, checked without Python-level code: C-contiguous ndarrays of the
+    same shape off the axis, data of a builtin 1/2/4/8-byte dtype (or bfloat16), int32/int64 indices, an
+    int axis in range. Anything else takes the general path (with its checks and messages)."""
+    cdef int nd, ax, d, t
+    if not (cnp.PyArray_Check(data) and cnp.PyArray_Check(indices) and type(axis) is int):
+        return False
+    nd = cnp.PyArray_NDIM(<cnp.ndarray>data)
+    if nd < 1 or nd != cnp.PyArray_NDIM(<cnp.ndarray>indices) or not -nd <= <long>axis < nd:
+        return False
+    if not (cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>data) and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>indices)):
+        return False
+    t = cnp.PyArray_TYPE(<cnp.ndarray>indices)
+    if t != cnp.NPY_INT64 and t != cnp.NPY_INT32:
+        return False
+    t = cnp.PyArray_TYPE(<cnp.ndarray>data)
+    if not ((t < cnp.NPY_OBJECT and cnp.PyArray_ITEMSIZE(<cnp.ndarray>data) in (1, 2, 4, 8)) or
+            (<cnp.ndarray>data).dtype is BFLOAT16):
+        return False
+    ax = (<int>axis) % nd
+    for d in range(nd):
+        if d != ax and cnp.PyArray_DIMS(<cnp.ndarray>data)[d] != cnp.PyArray_DIMS(<cnp.ndarray>indices)[d]:
+            return False
+    return True
+
+
 def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):
     """ONNX GatherElements: ``out[..., j, ...] = data[..., indices[..., j, ...], ...]`` along `axis`.
 
@@ -331,27 +357,44 @@ def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):
     ------
     IndexError
         An index outside [-size, size) of the axis: names its position, value, axis and size.
+
+    Examples
+    --------
+    >>> data = np.array([[1, 2], [3, 4]], np.float32)
+    >>> gather_elements(data, np.array([[0, 0], [1, 0]]), axis=1)
+    array([[1., 1.],
+           [4., 3.]], dtype=float32)
+    >>> gather_elements(data, np.array([[-1, 0]]), axis=0)
+    array([[3., 2.]], dtype=float32)
     """
     cdef int threads = call_threads(n_threads)
     cdef GatherPlan plan
-    cdef int status
-    data = np.asarray(data)
-    indices = planning.as_indices(indices)
-    axis, block = planning.functional_geometry(data, indices, axis)
-    src = np.ascontiguousarray(data[block])
-    idx = np.ascontiguousarray(indices)
-    if out is None:
-        out = new_like(data.dtype, indices.shape)
+    cdef int status, d, ax = 0
+    if _same_block(data, indices, axis):   # the common call: whole arrays, checked on the C API
+        ax = (<int>axis) % cnp.PyArray_NDIM(<cnp.ndarray>data)
+        src, idx = data, indices
     else:
-        out = check_out(out, indices.shape, (data.dtype,), {"data": src, "indices": idx})
+        data = np.asarray(data)
+        indices = planning.as_indices(indices)
+        axis, block = planning.functional_geometry(data, indices, axis)
+        ax = axis
+        src = np.ascontiguousarray(data[block])
+        idx = np.ascontiguousarray(indices)
+    cdef cnp.npy_intp* shape = cnp.PyArray_DIMS(<cnp.ndarray>idx)
+    if out is None:
+        out = new_array((<cnp.ndarray>data).dtype, cnp.PyArray_NDIM(<cnp.ndarray>idx), shape)
+    else:
+        out = check_out(out, idx.shape, (data.dtype,), {"data": src, "indices": idx})
     if cnp.PyArray_SIZE(<cnp.ndarray>out) == 0:
         return out
-    shape = indices.shape
-    src_count = data.shape[axis]
-    plan.outer = planning.checked_size("indices", *shape[:axis])
-    plan.inner = planning.checked_size("indices", *shape[axis + 1:])
-    plan.src_count, plan.idx_count = src_count, shape[axis]
-    plan.elem_size, plan.index_size = data.dtype.itemsize, idx.dtype.itemsize
+    src_count = cnp.PyArray_DIMS(<cnp.ndarray>data)[ax]
+    plan.outer = plan.inner = 1
+    for d in range(ax):
+        plan.outer *= shape[d]
+    for d in range(ax + 1, cnp.PyArray_NDIM(<cnp.ndarray>idx)):
+        plan.inner *= shape[d]
+    plan.src_count, plan.idx_count = src_count, shape[ax]
+    plan.elem_size, plan.index_size = cnp.PyArray_ITEMSIZE(<cnp.ndarray>data), cnp.PyArray_ITEMSIZE(<cnp.ndarray>idx)
     plan.offsets, plan.offsets_size, plan.period = NULL, 0, 0
     cdef const void* ps = data_of(src)
     cdef const void* pi = data_of(idx)
@@ -360,9 +403,9 @@ def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):
         status = gather_run(&plan, ps, pi, pd, threads)
     if status == SYNET_INDEX_ERROR:
         position, value = planning.first_bad(idx, src_count)
-        where = np.unravel_index(position, shape)
+        where = np.unravel_index(position, idx.shape)
         raise IndexError(f"indices[{', '.join(map(str, map(int, where)))}] = {value} is out of range "
-                         f"for axis {axis} with size {src_count}")
+                         f"for axis {ax} with size {src_count}")
     if status != SYNET_OK:
         raise internal_error("gather_elements", status)
     return out

@@ -16,6 +16,7 @@ cimport numpy as cnp
 from cython.parallel cimport prange
 from libc.stdint cimport uint16_t, uint32_t
 
+from synet._fastpath cimport new_array
 from synet._csrc cimport (
     SYNET_LEVEL_AMX, SYNET_LEVEL_AVX512_BF16, synet_amx_permission, synet_bf16_kernels, synet_bf16_kernels_at,
     synet_cpu_level,
@@ -218,17 +219,28 @@ def _output(out, shape, tuple dtypes):
 
 def _round_to_bf16(x, rounding, out, n_threads, tuple out_dtypes):
     """Round `x` to bfloat16 into `out` (or a new array of out_dtypes[0])."""
-    cdef bint truncate = _parse_rounding(rounding)
+    cdef bint truncate
     cdef int threads = call_threads(n_threads)
-    array = _real_input(x)
-    out = _output(out, array.shape, out_dtypes)
-    cdef Py_ssize_t n = array.size
-    cdef int itemsize = out.dtype.itemsize
-    cdef char* dst = <char*>cnp.PyArray_DATA(out)
-    cdef const void* src = cnp.PyArray_DATA(array)
+    if rounding == "nearest":
+        truncate = False
+    else:
+        truncate = _parse_rounding(rounding)
+    if cnp.PyArray_Check(x) and cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_FLOAT32 and \
+            cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x):
+        array = x
+    else:
+        array = _real_input(x)
+    if out is None:
+        out = new_array(out_dtypes[0], cnp.PyArray_NDIM(<cnp.ndarray>array), cnp.PyArray_DIMS(<cnp.ndarray>array))
+    else:
+        out = check_out(out, array.shape, out_dtypes)
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(<cnp.ndarray>array)
+    cdef int itemsize = cnp.PyArray_ITEMSIZE(<cnp.ndarray>out)
+    cdef char* dst = <char*>cnp.PyArray_DATA(<cnp.ndarray>out)
+    cdef const void* src = cnp.PyArray_DATA(<cnp.ndarray>array)
     if n == 0:
         return out
-    if array.dtype == np.float32:
+    if cnp.PyArray_TYPE(<cnp.ndarray>array) == cnp.NPY_FLOAT32:
         with nogil:
             bf16_round_array(<const uint32_t*>src, dst, n, itemsize, truncate, threads)
     else:
@@ -255,6 +267,11 @@ def float32_to_bfloat16(x, *, rounding="nearest", out=None, n_threads=None):
     Returns
     -------
     ndarray of ml_dtypes.bfloat16 (or `out`)
+
+    Examples
+    --------
+    >>> float32_to_bfloat16(np.array([1.0, 1.01171875, -np.inf], np.float32))
+    array([1, 1.01562, -inf], dtype=bfloat16)
     """
     return _round_to_bf16(x, rounding, out, n_threads, (BFLOAT16, UINT16))
 
@@ -271,6 +288,11 @@ def bfloat16_to_float32(x, *, out=None, n_threads=None):
     Returns
     -------
     float32 ndarray (or `out`)
+
+    Examples
+    --------
+    >>> bfloat16_to_float32(np.array([0x3F80, 0xC000], np.uint16))
+    array([ 1., -2.], dtype=float32)
     """
     cdef int threads = call_threads(n_threads)
     array = np.asarray(x)
@@ -301,5 +323,10 @@ def round_to_bfloat16(x, *, rounding="nearest", out=None, n_threads=None):
     Returns
     -------
     float32 ndarray (or `out`)
+
+    Examples
+    --------
+    >>> round_to_bfloat16(np.array([1.01171875, 3.14159], np.float32))
+    array([1.015625, 3.140625], dtype=float32)
     """
     return _round_to_bf16(x, rounding, out, n_threads, (np.dtype(np.float32),))

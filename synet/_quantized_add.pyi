@@ -5,6 +5,7 @@ import numpy as np
 import numpy.typing as npt
 
 LEVEL: str
+PICKLE_VERSION: int
 
 @final
 class QuantizedAdd:

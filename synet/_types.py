@@ -32,7 +32,7 @@ class TensorFormat(enum.IntEnum):
 
 
 class Activation(enum.IntEnum):
-    """SimdConvolutionActivationType: the 11 fused activations (formulas in synet/activations.pxd)."""
+    """SimdConvolutionActivationType: the 11 fused activations (formulas in synet/src/activations.h)."""
 
     IDENTITY = 0
     RELU = 1

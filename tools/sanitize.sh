@@ -8,7 +8,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-tar -C "$ROOT" --exclude=build --exclude=dist --exclude='*.so' --exclude='*.c' --exclude=.git -cf - . | tar -C "$WORK" -xf -
+tar -C "$ROOT" --exclude=build --exclude=dist --exclude='*.so' --exclude='synet/_*.c' --exclude='synet/capi.c' --exclude=.git -cf - . | tar -C "$WORK" -xf -
 cd "$WORK"
 SYNET_EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
     "${PYTHON:-python}" setup.py build_ext --inplace > build.log 2>&1 || { tail -40 build.log; exit 1; }

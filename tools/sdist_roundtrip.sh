@@ -11,14 +11,14 @@ PY="${PYTHON:-python3}"
 "$PY" -m venv "$WORK/build-env"
 "$WORK/build-env/bin/python" -m pip install --quiet --upgrade pip build twine
 # build from a clean export of the tree (no in-place .so or generated .c)
-tar -C "$ROOT" --exclude=build --exclude=dist --exclude='*.so' --exclude='*.c' --exclude=.git \
+tar -C "$ROOT" --exclude=build --exclude=dist --exclude='*.so' --exclude='synet/_*.c' --exclude='synet/capi.c' --exclude=.git \
     --exclude='*.egg-info' -cf - . | (mkdir "$WORK/src" && tar -C "$WORK/src" -xf -)
 "$WORK/build-env/bin/python" -m build --sdist --outdir "$WORK/dist" "$WORK/src" > "$WORK/build.log"
 SDIST="$(ls "$WORK"/dist/synet-*.tar.gz)"
 "$WORK/build-env/bin/python" -m twine check "$SDIST"
 LISTING="$(tar tzf "$SDIST")"
-for member in synet/_gather.pyx synet/_gather.pxd synet/bf16.pxd synet/status.pxd synet/_quantized_add.pyx \
-              synet/_quantized_add.pxd synet/activations.pxd synet/_deconvolution.pyx setup.py pyproject.toml; do
+for member in synet/_gather.pyx synet/_gather.pxd synet/bf16.pxd synet/capi.pxd synet/_quantized_add.pyx synet/src/common.h \
+              synet/src/deconvolution.c synet/_deconvolution.pyx synet/_deconvolution_plan.py setup.py pyproject.toml; do
     grep -q "/$member\$" <<< "$LISTING" || { echo "sdist lacks $member"; exit 1; }
 done
 "$PY" -m venv "$WORK/user-env"

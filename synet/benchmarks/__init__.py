@@ -2,9 +2,11 @@
 
 Each op module (``gather``, ``bf16``, ...) lists `Workload`s. A workload builds its data once
 and returns candidates: ``"synet"`` at one thread (the reference of every ratio), ``"synet x2"``
-at two threads, and peers (numpy, torch, onnxruntime at one thread) or variants. Candidates are
-timed round-robin after warm-up runs, so machine noise hits them alike, and the median of the
-repeats is reported.
+at two threads, ``"synet functional"`` (the functional form as a PyTorch user calls it), and peers
+(numpy, torch, onnxruntime at one thread) or variants. Candidates are timed round-robin, each
+sample after at least WARM_S of untimed calls of that candidate (AVX-512 / AMX code runs several
+times slower for 50-100 ms after even a few ms without such work), so machine noise hits them
+alike; the median of the repeats is reported.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Workload:
     make: Callable[[], dict[str, Callable[[], object]]]
     nbytes: int = 0           # memory traffic of one call, for GB/s
     flops: int = 0            # floating-point operations of one call, for GFLOP/s
+    micro: bool = False       # a per-call-overhead workload: report microseconds
 
 
 def optional(module: str):
@@ -90,26 +93,38 @@ def ort_session(model):
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
+WARM_S = 0.1  # seconds of untimed calls of a candidate before each of its samples
+
+
 def _calls_per_sample(fn: Callable[[], object], target_s: float) -> int:
     start = time.perf_counter()
     fn()
     elapsed = max(time.perf_counter() - start, 1e-7)
-    return max(1, min(10_000, int(target_s / elapsed)))
+    return max(1, min(100_000, int(target_s / elapsed)))
 
 
-def measure(candidates: dict[str, Callable[[], object]], repeats: int, target_s: float) -> dict[str, float]:
-    """Median seconds per call of each candidate, sampled round-robin after warm-up.
+def _warm(fn: Callable[[], object], seconds: float) -> None:
+    """Untimed calls for `seconds` (at least two): caches, page faults, the core's vector-unit clocks."""
+    end = time.perf_counter() + seconds
+    fn()
+    fn()
+    while time.perf_counter() < end:
+        fn()
+
+
+def measure(candidates: dict[str, Callable[[], object]], repeats: int, target_s: float,
+            warm_s: float = WARM_S) -> dict[str, float]:
+    """Median seconds per call of each candidate, sampled round-robin, each sample after `warm_s` of
+    untimed calls of the same candidate.
 
     Whoever runs right after another candidate pays for what that one left behind (a peer that
-    allocates and frees a 32 MB output slowed the next call by 15-40%, whichever candidate it
-    was), and a sample of n calls would spread that cost over n: fast candidates (larger n)
-    would look faster still. So each sample starts with one untimed call, and each round starts
-    one candidate later.
+    allocates and frees a 32 MB output slowed the next call by 15-40%), and AVX-512 / AMX code runs
+    2.5-4.4x slower for 50-100 ms after a pause: the warm-up absorbs both. Each round starts one
+    candidate later.
     """
     loops = {}
     for label, fn in candidates.items():
-        for _ in range(2):
-            fn()  # warm-up: caches, page faults, a warm heap for peers that allocate
+        _warm(fn, warm_s)
         loops[label] = _calls_per_sample(fn, target_s)
     samples: dict[str, list[float]] = {label: [] for label in candidates}
     labels = list(candidates)
@@ -117,7 +132,7 @@ def measure(candidates: dict[str, Callable[[], object]], repeats: int, target_s:
         for position in range(len(labels)):
             label = labels[(round_ + position) % len(labels)]
             fn, n = candidates[label], loops[label]
-            fn()  # untimed: the switch from the previous candidate
+            _warm(fn, warm_s)
             start = time.perf_counter()
             for _ in range(n):
                 fn()
@@ -126,7 +141,7 @@ def measure(candidates: dict[str, Callable[[], object]], repeats: int, target_s:
 
 
 # One module per op, each with a WORKLOADS list.
-OP_MODULES = ("gather", "bf16", "quantized_add", "deconvolution")
+OP_MODULES = ("gather", "bf16", "quantized_add", "deconvolution", "small")
 
 
 def all_workloads() -> list[Workload]:
@@ -137,20 +152,23 @@ def all_workloads() -> list[Workload]:
 
 
 def run(only: list[str] | None = None, repeats: int = 7, target_s: float = 0.01, json_path: str | None = None,
-        out=sys.stdout) -> list[dict]:
+        out=sys.stdout, warm_s: float = WARM_S) -> list[dict]:
     """Run the workloads (all, or those named in `only`), print a table, optionally save JSON."""
     import synet
 
     workloads = [w for w in all_workloads() if not only or w.name in only]
+    dispatch = synet.config()["dispatch"]
+    print(f"synet {synet.__version__}: CPU level {dispatch['chosen']} (supported {dispatch['supported']}); "
+          f"kernels {', '.join(f'{op} {lvl}' for op, lvl in dispatch['ops'].items())}", file=out)
     rows = []
     for number, workload in enumerate(workloads, 1):
         print(f"[{number}/{len(workloads)}] {workload.name}: {workload.title} ...", file=sys.stderr, flush=True)
         candidates = workload.make()
-        times = measure(candidates, repeats, target_s)
+        times = measure(candidates, repeats, target_s, warm_s)
         reference = times[REFERENCE]
         for label, seconds in times.items():
             row = {"workload": workload.name, "title": workload.title, "candidate": label,
-                   "ms": seconds * 1e3, "vs_synet": seconds / reference}
+                   "ms": seconds * 1e3, "vs_synet": seconds / reference, "micro": workload.micro}
             if workload.nbytes:
                 row["GB/s"] = workload.nbytes / seconds / 1e9
             if workload.flops:
@@ -167,6 +185,69 @@ def run(only: list[str] | None = None, repeats: int = 7, target_s: float = 0.01,
     return rows
 
 
+# Peers restricted to the same instructions as a synet level (set in the peer's own subprocess).
+PEER_ISA_ENV = {
+    "baseline": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "avx512": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE"},
+    "avx512_bf16": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"},
+    "amx": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_AMX"},
+}
+
+
+def run_levels(levels: list[str], only: list[str] | None = None, repeats: int = 7, json_path: str | None = None,
+               out=sys.stdout) -> dict[str, list[dict]]:
+    """The suite once per CPU level, each in a subprocess with SYNET_MAX_ISA=level and the torch peers
+    restricted to the same instructions; prints, per workload, each candidate's time at each level."""
+    import os
+    import subprocess
+    import tempfile
+
+    import synet
+
+    supported = synet.config()["dispatch"]["supported"]
+    from synet._kernels import LEVELS
+
+    levels = [lv for lv in levels if LEVELS.index(lv) <= LEVELS.index(supported)]
+    results: dict[str, list[dict]] = {}
+    for level in levels:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "bench.json")
+            cmd = [sys.executable, "-m", "synet", "bench", "--repeats", str(repeats), "--json", path]
+            if only:
+                cmd += ["--only", ",".join(only)]
+            env = dict(os.environ, SYNET_MAX_ISA=level, **PEER_ISA_ENV[level])
+            print(f"level {level} ...", file=sys.stderr, flush=True)
+            subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+            with open(path) as f:
+                results[level] = json.load(f)["rows"]
+    header = f"{'workload':<9}{'candidate':<30}" + "".join(f"{lv:>22}" for lv in levels)
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    keys: list[tuple[str, str]] = []
+    for level in levels:
+        for row in results[level]:
+            if (row["workload"], row["candidate"]) not in keys:
+                keys.append((row["workload"], row["candidate"]))
+    table = {(lv, r["workload"], r["candidate"]): r for lv in levels for r in results[lv]}
+    last = None
+    for workload, candidate in keys:
+        cells = []
+        for level in levels:
+            found = table.get((level, workload, candidate))
+            if found is None:
+                cells.append(f"{'-':>22}")
+                continue
+            median = f"{found['ms'] * 1e3:.2f}us" if found.get("micro") else f"{found['ms']:.3f}ms"
+            cells.append(f"{median + ' (' + format(found['vs_synet'], '.2f') + 'x)':>22}")
+        print(f"{workload if workload != last else '':<9}{candidate:<30}" + "".join(cells), file=out)
+        last = workload
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"levels": results}, f, indent=1)
+    return results
+
+
 def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -180,7 +261,7 @@ def cpu_name() -> str:
 
 def print_table(rows: list[dict], out=sys.stdout) -> None:
     """One line per candidate; `time / synet` > 1 means synet (1 thread) is that much faster."""
-    header = f"{'workload':<9}{'candidate':<26}{'median ms':>11}{'rate':>15}{'time / synet':>14}"
+    header = f"{'workload':<9}{'candidate':<30}{'median':>13}{'rate':>15}{'time / synet':>14}"
     print(header, file=out)
     print("-" * len(header), file=out)
     last = None
@@ -193,4 +274,5 @@ def print_table(rows: list[dict], out=sys.stdout) -> None:
             rate = ""
         name = row["workload"] if row["workload"] != last else ""
         last = row["workload"]
-        print(f"{name:<9}{row['candidate']:<26}{row['ms']:>11.3f}{rate:>15}{row['vs_synet']:>13.2f}x", file=out)
+        median = f"{row['ms'] * 1e3:.2f} us" if row.get("micro") else f"{row['ms']:.3f} ms"
+        print(f"{name:<9}{row['candidate']:<30}{median:>13}{rate:>15}{row['vs_synet']:>13.2f}x", file=out)

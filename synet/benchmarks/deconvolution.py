@@ -42,6 +42,9 @@ def _workload(name, layout, src_c, size, dst_c, kernel, stride, pad, group=1, dt
         candidates = {
             "synet": lambda: context.forward(xs, buf, dst, n_threads=1),
             "synet x2": lambda: context.forward(xs, buf, dst, n_threads=2),
+            # as a PyTorch user calls it: weights in the layout's order, packed on every call
+            "synet functional": lambda: synet.conv_transpose2d(xs, ws, b, stride, pad, groups=group, layout=layout,
+                                                               n_threads=1),
         }
         torch = torch_single_thread()
         if torch is not None:

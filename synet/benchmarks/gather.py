@@ -40,6 +40,7 @@ def _gather_workload(name, title, dtype, index_dtype, outer, src_count, inner, i
         else:
             candidates["synet"] = lambda: context.forward(data, indices, dst, n_threads=1)
             candidates["synet x2"] = lambda: context.forward(data, indices, dst, n_threads=2)
+            candidates["synet functional"] = lambda: synet.gather_elements(data, indices, axis, n_threads=1)
         # np.take_along_axis does not take negative indices: it gets them normalised beforehand
         candidates["numpy take_along_axis"] = lambda: np.take_along_axis(data, positive, axis)
         torch = torch_single_thread()

@@ -1,0 +1,106 @@
+"""Per-call cost: small tensors through the functional forms (S1-S4) and the contexts' forward (S5-S7),
+in microseconds per call, against PyTorch / NumPy / ml_dtypes on the same data."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+import synet
+
+from . import Workload, torch_single_thread
+
+RNG_SEED = 2026
+
+
+def _tiny_deconvolution():
+    rng = np.random.default_rng(RNG_SEED)
+    x = rng.standard_normal((1, 8, 4, 4)).astype(np.float32)
+    w = rng.standard_normal((8, 8, 2, 2)).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    candidates = {"synet": lambda: synet.conv_transpose2d(x, w, b, stride=2, n_threads=1)}
+    torch = torch_single_thread()
+    if torch is not None:
+        tx, tw, tb = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b)
+
+        def run():
+            with torch.inference_mode():
+                return torch.nn.functional.conv_transpose2d(tx, tw, tb, stride=2)
+        candidates["torch fp32"] = run
+    return candidates
+
+
+def _small_quantized_add():
+    rng = np.random.default_rng(RNG_SEED)
+    a, b = rng.integers(0, 256, 1024, dtype=np.uint8), rng.integers(0, 256, 1024, dtype=np.uint8)
+    f32 = np.float32
+
+    def numpy_expression():
+        value = (a.astype(f32) - f32(47)) * f32(0.010) + (b.astype(f32) - f32(30)) * f32(0.020)
+        return np.clip(np.rint(value / f32(0.015)) + f32(38), 0, 255).astype(np.uint8)
+
+    return {
+        "synet": lambda: synet.quantized_add(a, b, a_scale=0.010, a_zero=47, b_scale=0.020, b_zero=30,
+                                             dst_scale=0.015, dst_zero=38, n_threads=1),
+        "numpy float32": numpy_expression,
+    }
+
+
+def _small_gather():
+    rng = np.random.default_rng(RNG_SEED)
+    data = rng.standard_normal((16, 16)).astype(np.float32)
+    idx = rng.integers(0, 16, (16, 16))
+    candidates = {
+        "synet": lambda: synet.gather_elements(data, idx, 1, n_threads=1),
+        "numpy take_along_axis": lambda: np.take_along_axis(data, idx, 1),
+    }
+    torch = torch_single_thread()
+    if torch is not None:
+        td, ti = torch.from_numpy(data), torch.from_numpy(idx)
+        candidates["torch.gather"] = lambda: torch.gather(td, 1, ti)
+    return candidates
+
+
+def _small_bf16():
+    x = np.random.default_rng(RNG_SEED).standard_normal(1024).astype(np.float32)
+    return {"synet": lambda: synet.float32_to_bfloat16(x, n_threads=1),
+            "ml_dtypes astype": lambda: x.astype(ml_dtypes.bfloat16)}
+
+
+def _forward_quantized_add():
+    rng = np.random.default_rng(RNG_SEED)
+    a, b = rng.integers(0, 256, 64, dtype=np.uint8), rng.integers(0, 256, 64, dtype=np.uint8)
+    dst = np.empty(64, np.uint8)
+    context = synet.QuantizedAdd([64], "u8", 0.010, 47, [64], "u8", 0.020, 30, "identity", None, "u8", 0.015, 38)
+    return {"synet": lambda: context.forward(a, b, dst, n_threads=1)}
+
+
+def _forward_gather():
+    rng = np.random.default_rng(RNG_SEED)
+    src = rng.standard_normal(64).astype(np.float32)
+    idx = rng.integers(0, 64, 64).astype(np.int64)
+    dst = np.empty(64, np.float32)
+    context = synet.GatherElements("f32", "i64", False, 1, [1], 64, 1, 64)
+    return {"synet": lambda: context.forward(src, idx, dst, n_threads=1)}
+
+
+def _forward_deconvolution():
+    rng = np.random.default_rng(RNG_SEED)
+    conv = synet.ConvParams.deconvolution(32, 1, 1, 32, 1, format="NHWC")
+    context = synet.Deconvolution16b(1, conv)
+    context.set_params(rng.standard_normal(32 * 32).astype(np.float32))
+    x = rng.standard_normal((1, 1, 1, 32)).astype(np.float32)
+    dst = context.forward(x)
+    return {"synet": lambda: context.forward(x, None, dst, n_threads=1)}
+
+
+WORKLOADS = [
+    Workload("S1", "conv_transpose2d NCHW 8x4x4 -> 8, k2 s2 (functional, per call)", _tiny_deconvolution,
+             micro=True),
+    Workload("S2", "quantized_add u8 1K elements (functional, per call)", _small_quantized_add, micro=True),
+    Workload("S3", "gather_elements f32 16x16, axis 1 (functional, per call)", _small_gather, micro=True),
+    Workload("S4", "float32_to_bfloat16 1K elements (per call)", _small_bf16, micro=True),
+    Workload("S5", "QuantizedAdd.forward u8 64 elements, dst given", _forward_quantized_add, micro=True),
+    Workload("S6", "GatherElements.forward f32 64 elements, dst given", _forward_gather, micro=True),
+    Workload("S7", "Deconvolution16b.forward NHWC 32x1x1 -> 32, 1x1, dst given", _forward_deconvolution, micro=True),
+]

@@ -1,0 +1,103 @@
+"""Runs every op on fixed inputs and saves the raw bytes of each result (tests/test_cpu_levels.py runs
+it in subprocesses under each SYNET_MAX_ISA and compares the files bit for bit).
+
+    SYNET_MAX_ISA=avx2 python tests/levels_probe.py OUT.npz
+
+The inputs are normal numbers (no subnormals: the hardware BF16 instructions treat those as zero).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import ml_dtypes
+import numpy as np
+
+import synet
+from synet import Activation
+
+ACTIVATIONS = [a.name.lower() for a in Activation]
+
+
+def act_params(act: str, channels: int, rng) -> np.ndarray | None:
+    if act == "prelu":
+        return rng.uniform(-1, 1, channels).astype(np.float32)
+    return None
+
+
+def probe(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    # BF16 conversions: small and large (streamed) arrays, nearest and truncate, float32 and float64
+    for n in (1001, 3_000_017):
+        x = (rng.standard_normal(n) * 100).astype(np.float32)
+        x[:8] = [np.inf, -np.inf, np.nan, -np.nan, 3.4e38, -3.4e38, 1.0, -0.0]
+        for rounding in ("nearest", "truncate"):
+            out[f"bf16 f32 {rounding} {n}"] = synet.float32_to_bfloat16(x, rounding=rounding).view(np.uint16)
+            out[f"bf16 f64 {rounding} {n}"] = synet.round_to_bfloat16(x.astype(np.float64) * 1.0001,
+                                                                      rounding=rounding)
+        out[f"widen {n}"] = synet.bfloat16_to_float32(x.astype(ml_dtypes.bfloat16))
+    # GatherElements: every element width, both index types, inner 1 / > 1, a constant index
+    for dtype in (np.uint8, np.float16, np.float32, np.int64):
+        data = rng.integers(0, 100, (3, 40, 37)).astype(dtype)
+        for itype in (np.int32, np.int64):
+            for axis in (1, 2):
+                idx = rng.integers(-data.shape[axis], data.shape[axis], (3, 29, 37) if axis == 1 else (3, 40, 23))
+                out[f"gather {np.dtype(dtype).name} {np.dtype(itype).name} axis {axis}"] = \
+                    synet.gather_elements(data, idx.astype(itype), axis)
+    data = rng.integers(0, 256, (8, 1024, 64)).astype(np.uint8)   # the 1-byte strip path
+    out["gather u8 strips"] = synet.gather_elements(data, rng.integers(-1024, 1024, (8, 1024, 64)), 1)
+    g = synet.GatherElements("f32", "i64", True, 1, [4, 16], 128, 1, 128)
+    idx = np.tile(rng.integers(-128, 128, (1, 16, 128, 1)), (4, 1, 1, 1))
+    g.set_index(idx)
+    out["gather const"] = g.forward(rng.standard_normal(4 * 16 * 128).astype(np.float32))
+    # QuantizedAdd: every type mix of uint8 / int8 / float32, every activation, broadcasting
+    types = {"u8": np.uint8, "i8": np.int8, "f32": np.float32}
+
+    def operand(t, shape):
+        if t == "f32":
+            return (rng.standard_normal(shape) * 2).astype(np.float32)
+        info = np.iinfo(types[t])
+        return rng.integers(info.min, info.max + 1, shape).astype(types[t])
+
+    zero = {"u8": 30, "i8": -5, "f32": 0}
+    for ta in types:
+        for tb in types:
+            for td in types:
+                a, b = operand(ta, (2, 16, 9, 11)), operand(tb, (16, 1, 11))
+                for act in ACTIVATIONS:
+                    out[f"qadd {ta}+{tb}->{td} {act}"] = synet.quantized_add(
+                        a, b, a_scale=0.02, a_zero=zero[ta], b_scale=0.03, b_zero=zero[tb], dst_scale=0.05,
+                        dst_zero=zero[td], dst_dtype=types[td], activation=act,
+                        activation_params=act_params(act, 16, rng))
+    a, b = operand("u8", (1, 64, 56, 56)), operand("u8", (1, 64, 56, 56))   # folded and lookup kernels
+    for act in ("identity", "relu", "gelu", "elu"):
+        out[f"qadd large {act}"] = synet.quantized_add(a, b, a_scale=0.01, a_zero=47, b_scale=0.02, b_zero=30,
+                                                       dst_scale=0.015, dst_zero=38, activation=act)
+    out["qadd per-axis"] = synet.quantized_add(a, b, a_scale=rng.uniform(0.01, 0.02, 64), a_zero=47,
+                                               b_scale=0.02, b_zero=rng.integers(0, 255, 64), dst_scale=0.015,
+                                               dst_zero=38)
+    # Deconvolution: both layouts, FP32 / BF16 in and out, every activation, GEMM and depthwise, 1 and 2 threads
+    for fmt in ("NCHW", "NHWC"):
+        for src_c, dst_c, group, kernel, stride in ((24, 40, 1, 4, 2), (40, 36, 1, 3, 1), (64, 64, 1, 1, 1),
+                                                    (16, 16, 16, 4, 2), (12, 20, 2, 2, 2)):
+            x = rng.standard_normal((2, src_c, 9, 11)).astype(np.float32)
+            w = rng.standard_normal((src_c, dst_c // group, kernel, kernel)).astype(np.float32)
+            if fmt == "NHWC":
+                x, w = x.transpose(0, 2, 3, 1).copy(), w.transpose(0, 2, 3, 1).copy()
+            bias = rng.standard_normal(dst_c).astype(np.float32)
+            for act in ACTIVATIONS:
+                for src_type, out_dtype in (("f32", np.float32), ("bf16", ml_dtypes.bfloat16)):
+                    xs = x.astype(ml_dtypes.bfloat16) if src_type == "bf16" else x
+                    for threads in (1, 2):
+                        key = f"deconv {fmt} {src_c}->{dst_c} g{group} k{kernel} s{stride} {act} {src_type} " \
+                              f"{np.dtype(out_dtype).name} t{threads}"
+                        out[key] = synet.conv_transpose2d(
+                            xs, w, bias, stride, kernel // 2 if stride > 1 else 0, groups=group, layout=fmt,
+                            activation=act, activation_params=act_params(act, dst_c, rng), out_dtype=out_dtype,
+                            n_threads=threads)
+    return {k: np.ascontiguousarray(v).view(np.uint8).reshape(-1) for k, v in out.items()}
+
+
+if __name__ == "__main__":
+    np.savez(sys.argv[1], level=np.array(synet.config()["dispatch"]["ops"]["deconvolution"]), **probe())

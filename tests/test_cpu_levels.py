@@ -1,0 +1,174 @@
+"""CPU dispatch: every level gives the same bits, SYNET_MAX_ISA caps the level, and the baseline really
+is the baseline (the package imports and runs on emulated CPUs without AVX2 / AVX-512: qemu-user)."""
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import synet
+from synet._kernels import LEVELS
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROBE = os.path.join(HERE, "levels_probe.py")
+X86 = platform.machine() == "x86_64"
+SUPPORTED = synet.config()["dispatch"]["supported"]
+
+
+def run_python(code_or_args, env=None, prefix=(), timeout=600):
+    args = list(prefix) + [sys.executable] + (["-c", code_or_args] if isinstance(code_or_args, str) else code_or_args)
+    return subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, **(env or {})), timeout=timeout,
+                          cwd=HERE)
+
+
+def dispatch_under(level):
+    result = run_python("import json, synet; print(json.dumps(synet.config()['dispatch']))", {"SYNET_MAX_ISA": level})
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_config_reports_the_levels():
+    dispatch = synet.config()["dispatch"]
+    assert set(dispatch) >= {"compiled", "supported", "cap", "chosen", "ops"}
+    assert dispatch["supported"] in LEVELS
+    assert dispatch["chosen"].split()[0] in LEVELS
+    for op, level in dispatch["ops"].items():
+        assert level in dispatch["compiled"][op]
+        assert LEVELS.index(level) <= LEVELS.index(dispatch["chosen"].split()[0])
+    assert "baseline" in dispatch["compiled"]["deconvolution"]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_max_isa_caps_the_level(level):
+    dispatch = dispatch_under(level)
+    assert dispatch["cap"] == level
+    chosen = min(LEVELS.index(level), LEVELS.index(SUPPORTED))
+    assert dispatch["chosen"].split()[0] == LEVELS[chosen]
+    for op, op_level in dispatch["ops"].items():
+        assert LEVELS.index(op_level) <= chosen
+
+
+def test_unknown_max_isa_warns_with_the_valid_names():
+    result = run_python("import synet; print(synet.config()['dispatch']['cap'])", {"SYNET_MAX_ISA": "sse9"})
+    assert result.returncode == 0, result.stderr
+    assert "SYNET_MAX_ISA='sse9' is not a CPU level" in result.stderr
+    assert "baseline, avx2, avx512, avx512_bf16, amx" in result.stderr
+    assert result.stdout.split()[-1] == "amx"
+
+
+def test_contexts_name_their_level():
+    conv = synet.ConvParams.deconvolution(8, 4, 4, 8, 2, 2)
+    assert synet.config()["dispatch"]["ops"]["deconvolution"] in synet.Deconvolution16b(1, conv).info()
+    add = synet.QuantizedAdd([4], "u8", 0.1, 0, [4], "u8", 0.1, 0, "relu", None, "u8", 0.1, 0)
+    assert add.kernel.split()[-1] == synet.config()["dispatch"]["ops"]["quantized_add"]
+    assert synet.GatherElements("f32", "i32", False, 1, [1], 2, 1, 2).level == synet.config()["dispatch"]["ops"]["gather"]
+
+
+@pytest.fixture(scope="module")
+def probes(tmp_path_factory):
+    """{level: (kernel level, results)} for every level this CPU supports, each run in a subprocess."""
+    folder = tmp_path_factory.mktemp("levels")
+    found = {}
+    for level in LEVELS[:LEVELS.index(SUPPORTED) + 1]:
+        path = str(folder / f"{level}.npz")
+        result = run_python([PROBE, path], {"SYNET_MAX_ISA": level}, timeout=1200)
+        assert result.returncode == 0, result.stderr[-3000:]
+        with np.load(path) as data:
+            found[level] = (str(data["level"]), {k: data[k] for k in data.files if k != "level"})
+    return found
+
+
+@pytest.mark.slow
+def test_every_level_gives_the_same_bits(probes):
+    """All four ops, FP32 and BF16, every activation, both layouts, 1 and 2 threads. The AMX level is
+    compared separately (test_amx_level_within_the_accuracy_contract)."""
+    levels = [lv for lv in probes if lv != "amx"]
+    reference_level = levels[0]
+    reference = probes[reference_level][1]
+    assert probes[reference_level][0] == "baseline"
+    for level in levels[1:]:
+        results = probes[level][1]
+        assert results.keys() == reference.keys()
+        different = [k for k in reference if not np.array_equal(reference[k], results[k])]
+        assert not different, f"{level} differs from {reference_level} on {len(different)} results: {different[:5]}"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(SUPPORTED != "amx", reason="no AMX on this CPU")
+def test_amx_level_within_the_accuracy_contract(probes):
+    """AMX's tile dot product may order the two products of a channel pair differently from vdpbf16ps
+    (the docs say so); its results must still meet the accuracy contract of the FP32 sums."""
+    base, amx = probes["avx512_bf16"][1], probes["amx"][1]
+    for key in base:
+        if not key.startswith("deconv") or np.array_equal(base[key], amx[key]):
+            continue
+        dtype = np.float32 if key.split()[-2] == "float32" else np.uint16
+        a, b = base[key].view(dtype), amx[key].view(dtype)
+        if dtype == np.uint16:
+            a, b = (a.astype(np.uint32) << 16).view(np.float32), (b.astype(np.uint32) << 16).view(np.float32)
+        finite = np.isfinite(a)
+        assert np.array_equal(finite, np.isfinite(b)), key
+        assert np.allclose(a[finite], b[finite], rtol=1e-2, atol=1e-3), key
+
+
+# ---------------------------------------------------------------------------------------------
+# Emulated CPUs: the baseline really is the baseline
+
+SMOKE = r"""
+import numpy as np, synet, ml_dtypes
+d = synet.config()["dispatch"]
+x = np.linspace(-3, 3, 1000, dtype=np.float32)
+assert np.array_equal(synet.float32_to_bfloat16(x).view(np.uint16), x.astype(ml_dtypes.bfloat16).view(np.uint16))
+data = np.arange(60, dtype=np.float32).reshape(3, 20)
+idx = np.array([[0, 19, -1], [5, 4, 3], [1, 1, 1]])
+assert np.array_equal(synet.gather_elements(data, idx, 1), np.take_along_axis(data, idx % 20, 1))
+a = np.arange(256, dtype=np.uint8)
+q = synet.quantized_add(a, a[::-1].copy(), a_scale=0.01, a_zero=47, b_scale=0.02, b_zero=30, dst_scale=0.015,
+                        dst_zero=38)
+ref = np.clip(np.rint(((a - 47.0) * 0.01 + (a[::-1] - 30.0) * 0.02) / 0.015) + 38, 0, 255)
+assert (np.abs(q.astype(int) - ref) <= 1).all()
+w = np.ones((4, 2, 2, 2), np.float32)
+y = synet.conv_transpose2d(np.ones((1, 4, 3, 3), np.float32), w, stride=2)
+assert y.shape == (1, 2, 6, 6) and (y == 4).all()
+y = synet.conv_transpose2d(np.ones((1, 4, 3, 3), np.float32), w, stride=2, groups=4)   # depthwise-like groups
+print("LEVEL", d["chosen"], d["ops"]["deconvolution"])
+"""
+
+
+def qemu():
+    """The qemu-x86_64 binary, installing Debian's qemu-user when possible; else pytest.skip with the reason."""
+    found = shutil.which("qemu-x86_64")
+    if found:
+        return found
+    if not shutil.which("apt-get"):
+        pytest.skip("qemu-user is not installed and apt-get is not available")
+    if os.geteuid() != 0:
+        pytest.skip("qemu-user is not installed and installing it needs root")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "install", "-y", "-q", "qemu-user"], ["apt-get", "update", "-q"],
+                ["apt-get", "install", "-y", "-q", "qemu-user"]):
+        result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+        if cmd[1] == "install" and result.returncode == 0:
+            break
+    found = shutil.which("qemu-x86_64")
+    if not found:
+        pytest.skip(f"could not install qemu-user: {result.stderr[-500:]}")
+    return found
+
+
+@pytest.mark.skipif(not X86, reason="x86-64 emulation")
+@pytest.mark.parametrize("cpu, level", [("Nehalem", "baseline"), ("Haswell", "avx2")])
+def test_runs_on_an_emulated_cpu(cpu, level):
+    """x86-64-v2 (Nehalem) and AVX2 (Haswell) CPUs: import and one call of every op; an instruction the
+    emulated CPU lacks would end the process with SIGILL."""
+    # OpenBLAS (in NumPy) honours OPENBLAS_CORETYPE, which this host may set to its own core: point it at
+    # the emulated one, or NumPy itself would run instructions the emulated CPU lacks
+    result = run_python(SMOKE, {"OPENBLAS_CORETYPE": cpu.upper()}, prefix=[qemu(), "-cpu", cpu], timeout=900)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stderr[-3000:]}"
+    chosen = [line for line in result.stdout.splitlines() if line.startswith("LEVEL")][-1].split()
+    assert chosen[1:] == [level, level]

@@ -1,0 +1,175 @@
+"""The functional forms' plan cache (a hit is exactly as correct as a miss, thread-safe, bounded) and
+their empty tensors (the right shape, never an error, never a kernel)."""
+
+import threading
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import synet
+from synet import _cache
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    synet.clear_plan_cache()
+    yield
+    synet.clear_plan_cache()
+
+
+def test_a_hit_gives_the_bits_of_a_miss():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 12, 7, 9)).astype(np.float32)
+    w = rng.standard_normal((12, 5, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(10).astype(np.float32)
+    first = synet.conv_transpose2d(x, w, b, 2, 1, groups=2, activation="prelu", activation_params=np.full(10, 0.3))
+    assert synet.plan_cache_info()["conv_transpose2d"] == {"plans": 1, "capacity": _cache.CAPACITY, "hits": 0,
+                                                           "misses": 1}
+    second = synet.conv_transpose2d(x, w, b, 2, 1, groups=2, activation="prelu", activation_params=np.full(10, 0.3))
+    assert synet.plan_cache_info()["conv_transpose2d"]["hits"] == 1
+    assert np.array_equal(first.view(np.uint32), second.view(np.uint32))
+    # new weights, bias and input on a hit: packed per call, never taken from the cache
+    w2, x2 = w * 2, x[::-1].copy()
+    third = synet.conv_transpose2d(x2, w2, -b, 2, 1, groups=2, activation="prelu", activation_params=np.full(10, 0.3))
+    synet.clear_plan_cache()
+    miss = synet.conv_transpose2d(x2, w2, -b, 2, 1, groups=2, activation="prelu", activation_params=np.full(10, 0.3))
+    assert np.array_equal(third.view(np.uint32), miss.view(np.uint32))
+
+
+@pytest.mark.parametrize("changed", [
+    dict(stride=1), dict(padding=0), dict(padding=(1, 0, 1, 2)), dict(dilation=2), dict(groups=1),
+    dict(activation="relu"), dict(activation_params=np.full(10, 0.5)), dict(out_dtype=ml_dtypes.bfloat16),
+    dict(output_padding=1),
+])
+def test_every_argument_is_part_of_the_key(changed):
+    """A call that differs in one argument gets its own plan: its result is the one of a fresh miss."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 12, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((12, 5 if changed.get("groups") != 1 else 10, 3, 3)).astype(np.float32)
+    base = dict(stride=2, padding=1, groups=2, dilation=1, activation="prelu", activation_params=np.full(10, 0.3))
+    if changed.get("groups") == 1:
+        w = rng.standard_normal((12, 10, 3, 3)).astype(np.float32)
+        base["groups"] = 1
+    synet.conv_transpose2d(x, w if "groups" not in changed else w[:, :5], **base)
+    args = dict(base, **changed)
+    hit_or_new = synet.conv_transpose2d(x, w if args["groups"] == 1 else w[:, :5], **args)
+    synet.clear_plan_cache()
+    fresh = synet.conv_transpose2d(x, w if args["groups"] == 1 else w[:, :5], **args)
+    assert hit_or_new.dtype == fresh.dtype and hit_or_new.shape == fresh.shape
+    assert np.array_equal(hit_or_new.view(np.uint8), fresh.view(np.uint8))
+
+
+def test_equal_values_of_other_types_are_other_keys():
+    """True, 1 and 1.0 are different arguments: validation treats them differently, so must the cache."""
+    a = np.arange(8, dtype=np.uint8)
+    synet.quantized_add(a, a, a_zero=1)
+    with pytest.raises(ValueError, match="a_zero"):
+        synet.quantized_add(a, a, a_zero=True)
+    with pytest.raises(ValueError, match="a_zero"):
+        synet.quantized_add(a, a, a_zero=1.0)
+
+
+def test_the_cache_is_bounded_and_clears():
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((2, 2, 2, 2)).astype(np.float32)
+    for size in range(_cache.CAPACITY + 40):
+        synet.conv_transpose2d(np.ones((1, 2, 1, size + 1), np.float32), w)
+    info = synet.plan_cache_info()["conv_transpose2d"]
+    assert info["plans"] == _cache.CAPACITY and info["misses"] == _cache.CAPACITY + 40
+    synet.clear_plan_cache()
+    assert synet.plan_cache_info()["conv_transpose2d"]["plans"] == 0
+    assert "plan_cache" in synet.config()
+
+
+def test_unhashable_arguments_plan_without_the_cache():
+    x = np.ones((1, 2, 3, 3), np.float32)
+    w = np.ones((2, 2, 2, 2), np.float32)
+    y = synet.conv_transpose2d(x, w, stride=[2, 2])        # a list: keyed by its contents
+    z = synet.conv_transpose2d(x, w, stride=np.array([2, 2]))
+    assert np.array_equal(y, z)
+
+
+def test_four_threads_share_the_cache():
+    rng = np.random.default_rng(3)
+    shapes = [(1, 8, 5 + k, 6) for k in range(6)]
+    w = rng.standard_normal((8, 4, 4, 4)).astype(np.float32)
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    expected = [synet.conv_transpose2d(x, w, stride=2, padding=1, n_threads=1) for x in inputs]
+    synet.clear_plan_cache()
+    errors = []
+
+    def work(seed):
+        order = np.random.default_rng(seed).permutation(len(inputs) * 20) % len(inputs)
+        for i in order:
+            got = synet.conv_transpose2d(inputs[i], w, stride=2, padding=1, n_threads=1)
+            if not np.array_equal(got.view(np.uint32), expected[i].view(np.uint32)):
+                errors.append(i)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    info = synet.plan_cache_info()["conv_transpose2d"]
+    assert info["plans"] == len(inputs) and info["hits"] + info["misses"] == 4 * 20 * len(inputs)
+
+
+def test_functional_gather_and_add_reuse_plans():
+    a = np.arange(1000, dtype=np.uint8) % 251
+    first = synet.quantized_add(a, a[::-1].copy(), a_scale=0.01, b_scale=0.02, activation="gelu")
+    second = synet.quantized_add(a, a[::-1].copy(), a_scale=0.01, b_scale=0.02, activation="gelu")
+    assert np.array_equal(first, second)
+    assert synet.plan_cache_info()["quantized_add"]["hits"] == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Empty tensors
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_conv_transpose2d_batch_of_zero(layout):
+    """onnxruntime's DimWithZero case: PyTorch and onnxruntime return an empty result."""
+    x = np.zeros((0, 4, 3, 3) if layout == "NCHW" else (0, 3, 3, 4), np.float32)
+    w = np.ones((4, 2, 2, 2), np.float32)
+    y = synet.conv_transpose2d(x, w, stride=2, layout=layout)
+    assert y.shape == ((0, 2, 6, 6) if layout == "NCHW" else (0, 6, 6, 2)) and y.dtype == np.float32
+    out = np.empty(y.shape, ml_dtypes.bfloat16)
+    assert synet.conv_transpose2d(x.astype(ml_dtypes.bfloat16), w, stride=2, layout=layout, out=out) is out
+
+
+def test_conv_transpose2d_zero_output_channels_and_rows():
+    w = np.ones((4, 0, 2, 2), np.float32)
+    assert synet.conv_transpose2d(np.ones((1, 4, 3, 3), np.float32), w, stride=2).shape == (1, 0, 6, 6)
+    assert synet.conv_transpose2d(np.ones((1, 4, 0, 3), np.float32), np.ones((4, 2, 2, 2), np.float32),
+                                  stride=2).shape == (1, 2, 0, 6)
+
+
+@pytest.mark.parametrize("activation", ["identity", "relu", "gelu"])
+def test_conv_transpose2d_without_input_gives_the_activated_bias(activation):
+    """No input channel (or no input row) reaches the output: every output is act(bias), as the formula says."""
+    bias = np.array([0.5, -3.0, 2.0], np.float32)
+    expected = synet.conv_transpose2d(np.zeros((1, 1, 1, 1), np.float32), np.zeros((1, 3, 1, 1), np.float32), bias,
+                                      activation=activation)[0, :, 0, 0]
+    y = synet.conv_transpose2d(np.ones((2, 0, 3, 3), np.float32), np.ones((0, 3, 2, 2), np.float32), bias, stride=2,
+                               activation=activation)
+    assert y.shape == (2, 3, 6, 6)
+    assert np.array_equal(y, np.broadcast_to(expected[None, :, None, None], y.shape))
+    y = synet.conv_transpose2d(np.ones((1, 2, 0, 3), np.float32), np.ones((2, 3, 4, 4), np.float32), bias,
+                               activation=activation)
+    assert y.shape == (1, 3, 3, 6)
+    assert np.array_equal(y, np.broadcast_to(expected[None, :, None, None], y.shape))
+
+
+def test_a_zero_kernel_is_an_error():
+    with pytest.raises(ValueError, match="kernel of at least 1x1"):
+        synet.conv_transpose2d(np.ones((1, 4, 3, 3), np.float32), np.ones((4, 2, 0, 2), np.float32))
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 5), (3, 0), (2, 0, 4), (0, 0, 0)])
+def test_gather_and_add_empty(shape):
+    data = np.ones(tuple(max(s, 1) for s in shape), np.float32)
+    idx = np.zeros(shape, np.int64)
+    assert synet.gather_elements(data, idx, 0).shape == shape
+    a = np.zeros(shape, np.uint8)
+    assert synet.quantized_add(a, a).shape == shape
