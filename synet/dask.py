@@ -346,12 +346,12 @@ activation_params, out_dtype
         raise ValueError(f"weight: expected real numbers, got dtype {w.dtype}")
     batched = x.ndim == 4 and not math.isnan(x.shape[0])
     shape_x = (max(x.shape[0], 1), *x.shape[1:]) if batched else (1, *x.shape[1:]) if x.ndim == 4 else x.shape
-    conv, _, _, shape = _deconvolution_plan.functional_conv(
+    conv, _, _, shape, *kind = _deconvolution_plan.functional_conv(
         shape_x, _operand(np.zeros(0, x.dtype)).dtype, w.shape, stride, padding, output_padding, groups, dilation,
         layout, activation, out_dtype, None)
     kwargs = dict(stride=stride, padding=padding, output_padding=output_padding, groups=groups, dilation=dilation,
                   layout=layout, activation=activation, activation_params=activation_params, out_dtype=out_dtype)
-    if min(shape[1:]) == 0:   # no output channels: the functional form per chunk makes the empty blocks
+    if kind and kind[0] != "run":   # an empty output, or act(bias) alone: the functional form per chunk
         result = _conv_functional(x, synet.conv_transpose2d, w, bias, kwargs, "conv_transpose2d", n_threads)
     else:
         sizes = collections.Counter(c for c in x.chunks[0] if not math.isnan(c) and c > 0)

@@ -122,6 +122,19 @@ def test_unbatched_and_numpy_inputs():
     assert same_bits(sd.quantized_add(a, b).compute(), synet.quantized_add(a, b))
 
 
+def test_conv_degenerate_shapes():
+    """No input channels (the output is act(bias)), no output channels, an empty batch: as one call."""
+    r = rng(10)
+    bias = r.standard_normal(3).astype(np.float32)
+    cases = [(np.zeros((5, 0, 4, 4), np.float32), np.zeros((0, 3, 3, 3), np.float32), bias),
+             (r.standard_normal((5, 2, 4, 4)).astype(np.float32), np.zeros((2, 0, 3, 3), np.float32), None),
+             (np.zeros((0, 2, 4, 4), np.float32), r.standard_normal((2, 3, 3, 3)).astype(np.float32), bias)]
+    for x, w, b in cases:
+        kwargs = dict(stride=2, activation="relu")
+        result = sd.conv_transpose2d(da.from_array(x, chunks=(2, 1, 2, 2)), w, b, **kwargs)
+        assert same_bits(result.compute(scheduler="threads"), synet.conv_transpose2d(x, w, b, **kwargs))
+
+
 def test_quantized_add_chunks_below_and_above_the_lookup_table():
     """The whole array takes the lookup-table kernel, its chunks the computed one: the same bits."""
     r = rng(5)
