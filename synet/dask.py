@@ -132,18 +132,18 @@ _LOCK = threading.Lock()
 class _Shared:
     """What every chunk task of one call needs (a prepared context, a NumPy operand), as one graph key.
 
-    It travels as the pickle of the object, made once here: the scheduler only moves bytes; a worker
-    fetches the key once, keeps it while its tasks need it, and unpickles it on first use — once per
-    process while it is in use there (copies of the same key share it, by token)."""
+    It is the pickle of the object, made once, when the graph is made (a snapshot: a NumPy operand changed
+    afterwards does not change the result): the scheduler only moves bytes; a worker fetches the key
+    once, keeps it while its tasks need it, and unpickles it on first use, once per process while it is
+    in use there (copies of the same key share it, by token)."""
 
-    def __init__(self, token: str, value=None, blob: bytes | None = None):
-        self.token = token
-        self._value = value
-        self.blob = pickle.dumps(value, pickle.HIGHEST_PROTOCOL) if blob is None else blob
+    def __init__(self, token: str, blob: bytes):
+        self.token, self.blob = token, blob
+        self._value = None
         self._lock = threading.Lock()
 
     def __reduce__(self):
-        return _Shared, (self.token, None, self.blob)
+        return _Shared, (self.token, self.blob)
 
     @property
     def nbytes(self) -> int:
@@ -176,7 +176,8 @@ class _Arrays:
 def _shared(value, *token_parts):
     """One graph key holding `value` (weakly referable: a context holder, an ndarray, `_Arrays`)."""
     token = tokenize("synet.dask", *token_parts)
-    return dask.delayed(_Shared(token, value), name=f"synet-shared-{token}", pure=True)
+    shared = _Shared(token, pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+    return dask.delayed(shared, name=f"synet-shared-{token}", pure=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -181,6 +181,18 @@ def test_one_shared_key_per_call():
         assert len(shared_keys(CASES[name]()[0])) == 1
 
 
+def test_numpy_operand_is_a_snapshot():
+    """A NumPy operand is pickled into the graph when it is made: changing it afterwards changes nothing,
+    on every scheduler alike."""
+    r = rng(11)
+    a = r.integers(0, 256, (6, 4)).astype(np.uint8)
+    b = r.integers(0, 256, (4,)).astype(np.uint8)
+    expected = synet.quantized_add(a, b)
+    result = sd.quantized_add(da.from_array(a, chunks=2), b)
+    b[:] = 0
+    assert same_bits(result.compute(scheduler="threads"), expected)
+
+
 def test_default_threads_outside_workers():
     assert sd.default_threads() == synet.get_num_threads()   # the main thread: one task at a time
     from concurrent.futures import ThreadPoolExecutor
@@ -290,7 +302,7 @@ def test_other_ranks_when_present(name, rank):
 
 
 # ---------------------------------------------------------------------------------------------
-# A dask.distributed cluster of two worker processes on loopback
+# A dask.distributed cluster of two worker processes on loopback (marked slow: about 15 s in all)
 
 
 @pytest.fixture(scope="module")
@@ -317,18 +329,21 @@ def client():
         cluster.close(timeout=30)
 
 
+@pytest.mark.slow   # a cluster of two worker processes: seconds
 def test_cluster_is_loopback(client):
     addresses = [client.scheduler.address, *client.scheduler_info()["workers"]]
     assert all(a.startswith("tcp://127.0.0.1:") for a in addresses), addresses
     assert len(set(client.run(os.getpid).values()) - {os.getpid()}) == 2   # two processes, not this one
 
 
+@pytest.mark.slow   # a cluster of two worker processes: seconds
 @pytest.mark.parametrize("name", list(CASES))
 def test_cluster_same_bits(client, name):
     result, expected = CASES[name]()
     assert same_bits(client.compute(result).result(timeout=TIMEOUT), expected)
 
 
+@pytest.mark.slow   # a cluster of two worker processes: seconds
 def test_cluster_weights_travel_once_per_worker(client):
     """20 chunk tasks, one shared key: each worker process unpickles the context at most once, the client
     never (it only ever held the bytes the graph carries)."""
@@ -340,6 +355,7 @@ def test_cluster_weights_travel_once_per_worker(client):
     assert sd._BUILT[token] == 0
 
 
+@pytest.mark.slow   # a cluster of two worker processes: seconds
 def test_cluster_thread_budget(client):
     """In a worker: synet's threads x the worker's threads never exceed what the process may use (the nanny
     sets OMP_NUM_THREADS=1 in its workers, so that is one synet thread per task there)."""
@@ -358,6 +374,7 @@ def slow_copy(block):
     return block.copy()
 
 
+@pytest.mark.slow   # a cluster of two worker processes: seconds
 def test_cluster_worker_killed_mid_compute(client):
     """SIGKILL one worker process while a computation of many chunks runs: dask reruns its tasks (and its
     copy of the shared context) elsewhere, and the result has the same bits."""
