@@ -517,15 +517,18 @@ cdef class Deconvolution16b:
 
     def __reduce__(self):
         """Pickles init's arguments and set_params' data: the weights (BF16-rounded, in the caller's
-        layout, as float32), bias and activation parameters, never the packed buffers; unpickling
-        re-runs init and set_params for the CPU it lands on."""
+        layout, stored as bfloat16 — exact, half the bytes of float32), bias and activation parameters,
+        never the packed buffers; unpickling re-runs init and set_params for the CPU it lands on."""
         if self._state is None:
             return _restore, (PICKLE_VERSION, None, None)
         cdef _State st = <_State>self._state
         data = None
         if st.weights is not None:
-            data = (planning.unpack_weights(st.weights.packed, st.geometry.planned), st.weights.bias,
-                    st.weights.params)
+            w = planning.unpack_weights(st.weights.packed, st.geometry.planned)
+            bits = w.view(np.uint32)
+            if not (bits & 0xFFFF).any():   # bfloat16 values (NaN payloads included): the same bits as bfloat16
+                w = (bits >> 16).astype(np.uint16).view(BFLOAT16)
+            data = (w, st.weights.bias, st.weights.params)
         return _restore, (PICKLE_VERSION, st.key, data)
 
 
@@ -533,7 +536,8 @@ PICKLE_VERSION = 1
 
 
 def _restore(version, key, data):
-    """Rebuilds a pickled Deconvolution16b (see Deconvolution16b.__reduce__)."""
+    """Rebuilds a pickled Deconvolution16b (see Deconvolution16b.__reduce__); ValueError / TypeError
+    naming what does not fit for a state it did not make."""
     if version != PICKLE_VERSION:
         raise ValueError(f"Deconvolution16b pickle: state version {version!r} is not {PICKLE_VERSION} "
                          f"(made by another synet version)")
@@ -545,7 +549,16 @@ def _restore(version, key, data):
         if data is not None:
             if not isinstance(data, tuple) or len(data) != 3:
                 raise ValueError("Deconvolution16b pickle: expected (weight, bias, params)")
+            for name, value, dtypes in (("weight", data[0], (_FLOAT32, BFLOAT16)), ("bias", data[1], (_FLOAT32,)),
+                                        ("params", data[2], (_FLOAT32,))):
+                if (value is not None or name == "weight") and \
+                        (not isinstance(value, np.ndarray) or value.dtype not in dtypes):
+                    raise TypeError(f"Deconvolution16b pickle: {name}: expected a "
+                                    f"{' or '.join(map(str, dtypes))} array, got "
+                                    f"{type(value).__name__}{'' if not isinstance(value, np.ndarray) else ' of ' + str(value.dtype)}")
             context.set_params(*data)
+    elif data is not None:
+        raise ValueError("Deconvolution16b pickle: weights without a geometry")
     return context
 
 

@@ -16,6 +16,8 @@ from synet._csrc cimport (
 from synet._fastpath cimport data_of, is_operand, is_output, new_array, new_like, overlaps
 from synet._kernels cimport call_threads, kernel_level
 
+import math
+
 import numpy as np
 
 from . import _gather_plan as planning
@@ -286,7 +288,8 @@ PICKLE_VERSION = 1
 
 
 def _restore(version, args, index, index_shape):
-    """Rebuilds a pickled GatherElements (see GatherElements.__reduce__)."""
+    """Rebuilds a pickled GatherElements (see GatherElements.__reduce__); ValueError / TypeError naming
+    what does not fit for a state it did not make."""
     if version != PICKLE_VERSION:
         raise ValueError(f"GatherElements pickle: state version {version!r} is not {PICKLE_VERSION} "
                          f"(made by another synet version)")
@@ -296,12 +299,18 @@ def _restore(version, args, index, index_shape):
             raise ValueError(f"GatherElements pickle: expected 8 init arguments, got {args!r:.80}")
         context.init(*args)
         if index is not None:
-            full = planning.index_for_set_index(index, (<_GatherState>context._state).geometry)
-            try:
-                full = full.reshape(index_shape)
-            except (TypeError, ValueError):
-                raise ValueError(f"GatherElements pickle: index shape {index_shape!r:.80} does not fit") from None
-            context.set_index(full)
+            geometry = (<_GatherState>context._state).geometry
+            if not geometry.index_const:
+                raise ValueError("GatherElements pickle: an index for a context made with index_const=False")
+            full = planning.index_for_set_index(index, geometry)
+            if not isinstance(index_shape, tuple) or \
+                    not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in index_shape) or \
+                    math.prod(index_shape) != full.size:
+                raise ValueError(f"GatherElements pickle: index shape {index_shape!r:.80} does not fit "
+                                 f"{full.size} index elements")
+            context.set_index(full.reshape(index_shape))
+        elif index_shape is not None:
+            raise ValueError("GatherElements pickle: an index shape without an index")
     return context
 
 

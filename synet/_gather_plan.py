@@ -134,18 +134,33 @@ def analyse_index(geo: GatherGeometry, idx: np.ndarray) -> tuple[np.ndarray, int
 
 
 def index_of_offsets(offsets: np.ndarray, geo: GatherGeometry, period: int) -> np.ndarray:
-    """The int64 index of the `period` outer slices an analysis kept (offsets c * inner + i -> c)."""
+    """The index of the `period` outer slices an analysis kept (offsets c * inner + i -> c), in the
+    context's index dtype (the values are normalised, in [0, src_count), so they fit it)."""
     inner = max(geo.inner, 1)
-    return (offsets.astype(np.int64).reshape(-1, inner) // inner).reshape(period, -1)
+    return (offsets.astype(np.int64).reshape(-1, inner) // inner).reshape(period, -1).astype(geo.index_dtype)
 
 
 def index_for_set_index(index: object, geo: GatherGeometry) -> np.ndarray:
-    """A pickled index (the kept slices) tiled back to a full index of the geometry's type and size."""
-    kept = np.asarray(index)
-    if kept.dtype != np.int64 or kept.ndim != 2 or kept.shape[0] < 1 or geo.outer_size % kept.shape[0] \
-            or kept.shape[1] != geo.idx_count * geo.inner:
-        raise ValueError(f"GatherElements pickle: an index of shape {kept.shape} and dtype {kept.dtype} does not fit "
-                         f"the geometry")
+    """A pickled index (the kept slices) tiled back to a full index of the geometry's type and size.
+
+    ValueError unless it is an int32 / int64 array [period, idx_count * inner] with period dividing
+    prod(outer) and every value in [0, src_count) (as index_of_offsets makes it)."""
+    kept = index if isinstance(index, np.ndarray) else np.asarray(index)
+    if kept.dtype not in (np.dtype(np.int32), np.dtype(np.int64)) or kept.ndim != 2:
+        raise ValueError(f"GatherElements pickle: expected a 2-D int32/int64 index, got shape {kept.shape} and dtype "
+                         f"{kept.dtype}")
+    row = geo.idx_count * geo.inner
+    if geo.outer_size == 0:   # an empty index: the analysis kept one empty slice
+        if kept.size:
+            raise ValueError(f"GatherElements pickle: expected an empty index (outer {geo.outer}), got shape "
+                             f"{kept.shape}")
+        return np.zeros(0, geo.index_dtype)
+    if kept.shape[0] < 1 or geo.outer_size % kept.shape[0] or kept.shape[1] != row:
+        raise ValueError(f"GatherElements pickle: an index of shape {kept.shape} does not fit the geometry (expected "
+                         f"[a divisor of {geo.outer_size}, {row}])")
+    if kept.size and (kept.min() < 0 or kept.max() >= geo.src_count):
+        raise ValueError(f"GatherElements pickle: index values in [{kept.min()}, {kept.max()}] are outside "
+                         f"[0, src_count = {geo.src_count})")
     full = np.tile(kept, (geo.outer_size // kept.shape[0], 1)).reshape(-1)
     return np.ascontiguousarray(full, geo.index_dtype)
 

@@ -392,7 +392,10 @@ cdef class QuantizedAdd:
         """Pickles init's arguments; unpickling re-runs init (and rebuilds any lookup table)."""
         if self._state is None:
             return _restore, (PICKLE_VERSION, None)
-        return _restore, (PICKLE_VERSION, (<_QaddState>self._state).init_args)
+        cdef _QaddState st = <_QaddState>self._state
+        args = list(st.init_args)
+        args[0], args[4] = st.planned.a_shape, st.planned.b_shape   # normalised: the shapes given may be iterators
+        return _restore, (PICKLE_VERSION, tuple(args))
 
 
 PICKLE_VERSION = 1
