@@ -58,6 +58,8 @@ OP_LEVELS = {
     "deconvolution": ("baseline", "avx2", "avx512", "avx512_bf16", "amx"),
     "peak": ("baseline", "avx2", "avx512", "avx512_bf16", "amx"),   # the bench's roofline
 }
+# Each op's sources, compiled at every one of its levels (default: synet/src/<op>.c).
+OP_SOURCES = {"deconvolution": ("deconvolution.c", "deconvolution_depthwise.c")}
 # Extension module -> the kernel sources it links (cpu.c, level-independent, goes with _kernels).
 MODULE_OPS = {"_kernels": ("bf16", "peak"), "_gather": ("gather",), "_quantized_add": ("quantized_add",),
               "_deconvolution": ("deconvolution",)}
@@ -164,7 +166,8 @@ class SynetBuildExt(build_ext):
                 level_flags = levels
             built[op] = present
             for level in present:
-                jobs.append((op, os.path.join(SRC, op + ".c"), level, level_flags[level]))
+                for source in OP_SOURCES.get(op, (op + ".c",)):
+                    jobs.append((op, os.path.join(SRC, source), level, level_flags[level]))
         base = levels.get("baseline", next(iter(levels.values())))
         jobs.append(("cpu", os.path.join(SRC, "cpu.c"), "baseline", base))
 

@@ -1,10 +1,11 @@
 /* What every synet C source shares: sizes, status codes, CPU levels, per-level names and the
  * one scalar BF16 rounding.
  *
- * Kernel sources (bf16.c, gather.c, quantized_add.c, deconvolution.c) are compiled once per CPU
- * level, each time with that level's flags and with SYNET_LEVEL_SUFFIX set to its name
- * (setup.py). Everything they define is `static` except one table of function pointers per op,
- * named with SYNET_LEVEL_NAME, so no two levels ever share (or have the linker merge) a symbol.
+ * Kernel sources (bf16.c, gather.c, quantized_add.c, deconvolution*.c) are compiled once per CPU
+ * level, each time with that level's flags and with SYNET_LEVEL_SUFFIX set to its name (setup.py).
+ * Everything they define is `static` except one table of function pointers per op and the few
+ * functions one source of an op calls in another (deconvolution_level.h); those are named with
+ * SYNET_LEVEL_NAME, so no two levels ever share (or have the linker merge) a symbol.
  */
 #ifndef SYNET_COMMON_H
 #define SYNET_COMMON_H

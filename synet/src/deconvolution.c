@@ -17,16 +17,11 @@
  * thread count. The hardware BF16 instructions treat BF16 subnormal inputs as zero and flush
  * subnormal FP32 results to zero; the FP32 micro-kernel does not: the one difference between levels.
  */
-#include "deconvolution.h"
-
-#include "activations.h"
-#include "vector.h"
+#include "deconvolution_level.h"
 
 #define BLOCK SYNET_DECONV_BLOCK
 #define MMAX 12         /* output pixels per micro-tile, at most */
-#define DW_CHUNK 256    /* depthwise accumulator length */
 #define BORDER_CHUNK 256 /* border pass: output channels summed together */
-#define STORE_RUN 64    /* epilogue: values activated together */
 
 #if defined(__AVX512BF16__) && SYNET_AVX512
 #define HAVE_BF16 1
@@ -39,47 +34,7 @@
 #define HAVE_AMX 0
 #endif
 
-/* ---- the FP32 micro-kernel, with the level's vectors ---- */
-
-#if SYNET_AVX512
-#define VW 16
-#elif SYNET_AVX2
-#define VW 8
-#else
-#define VW 4
-#endif
-typedef float vfloat __attribute__((vector_size(VW * 4)));
-typedef uint32_t vbits __attribute__((vector_size(VW * 4)));
-typedef float vfloat_u __attribute__((vector_size(VW * 4), aligned(4)));
-typedef uint32_t vbits_u __attribute__((vector_size(VW * 4), aligned(4)));
-
-/* x in every lane (adding x to a zero vector would turn -0 into +0) */
-SYNET_INLINE vfloat splat(float x)
-{
-#if SYNET_AVX512
-    return _mm512_set1_ps(x);
-#elif SYNET_AVX2
-    return _mm256_set1_ps(x);
-#elif defined(__SSE__)
-    return _mm_set1_ps(x);
-#else
-    vfloat v;
-    for (int i = 0; i < VW; ++i)
-        v[i] = x;
-    return v;
-#endif
-}
-
-SYNET_INLINE vfloat multiply_add(vfloat a, vfloat b, vfloat c)
-{
-#if SYNET_AVX512
-    return _mm512_fmadd_ps(a, b, c);
-#elif SYNET_AVX2
-    return _mm256_fmadd_ps(a, b, c);
-#else
-    return a * b + c; /* exact product: the same as an fma (no subnormals) */
-#endif
-}
+/* ---- the FP32 micro-kernel, with the level's vectors (deconvolution_level.h) ---- */
 
 /* out[m][n] (row stride BLOCK) = sum over taps t, pairs k of a[toff[t] + m*ps + 2k + 1] * b[.][n][1],
    then a[.. + 2k] * b[.][n][0], for m < M, n < NV * VW; b rows are bstride uint16 apart. */
@@ -282,156 +237,6 @@ static void amx_unit(const uint16_t *a0, const uint16_t *a1, const int64_t *toff
 }
 #endif
 
-/* ---- the epilogue: bias, activation, FP32 or BF16 store ---- */
-
-#if SYNET_AVX512
-/* dst[off + m*mstep + n*nstep] = act(src[m*sstride + n] + bias[n]) for m < M, n < N, act IDENTITY or
-   RELU, in registers; dst FP32 or BF16 bits. Returns 0 (nothing done) for other activations or
-   strides beyond its gather range. */
-static int store_fast(const float *src, int64_t sstride, int64_t M, int64_t N, const float *bias, void *dst, int bf16,
-                      int act, int64_t off, int64_t mstep, int64_t nstep)
-{
-    const __m512 zero = _mm512_setzero_ps();
-    const int relu = act == SYNET_ACT_RELU;
-    float *d32 = (float *)dst;
-    uint16_t *d16 = (uint16_t *)dst;
-    if (act != SYNET_ACT_IDENTITY && act != SYNET_ACT_RELU)
-        return 0;
-    if (nstep == 1) {
-        for (int64_t m = 0; m < M; ++m) {
-            int64_t n = 0;
-            if (!bf16) { /* FP32: a short first store up to the cache line, then whole lines */
-                int64_t head = (int64_t)(((64u - ((uintptr_t)(d32 + off + m * mstep) & 63u)) & 63u) >> 2);
-                if (head > N)
-                    head = N;
-                if (head) {
-                    const __mmask16 k = (__mmask16)((1u << head) - 1);
-                    __m512 v = _mm512_maskz_loadu_ps(k, src + m * sstride);
-                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, bias));
-                    if (relu)
-                        v = _mm512_max_ps(zero, v);
-                    _mm512_mask_storeu_ps(d32 + off + m * mstep, k, v);
-                    n = head;
-                }
-            }
-            for (; n < N; n += 16) {
-                const __mmask16 k = synet_mask16(N - n);
-                __m512 v = _mm512_maskz_loadu_ps(k, src + m * sstride + n);
-                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, bias + n));
-                if (relu)
-                    v = _mm512_max_ps(zero, v);
-                if (bf16)
-                    _mm256_mask_storeu_epi16(d16 + off + m * mstep + n, k, synet_bf16_pack_x16(v));
-                else
-                    _mm512_mask_storeu_ps(d32 + off + m * mstep + n, k, v);
-            }
-        }
-        return 1;
-    }
-    if (sstride > (1 << 26) || mstep > (1 << 26) || sstride < 0 || mstep < 0)
-        return 0;
-    /* runs along m for each channel n: 16x16 blocks of src transposed in registers (one channel a
-       register), or a gather for a single strided channel; stores contiguous, every other element
-       (mstep 2: the stride-2 phases), or scattered */
-    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i gidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)sstride));
-    const __m512i sidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)mstep));
-    const __m512i pair_lo = _mm512_srli_epi32(lane, 1), pair_hi = _mm512_add_epi32(pair_lo, _mm512_set1_epi32(8));
-    const __m512i pair16 = _mm512_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8, 7, 7, 6, 6, 5, 5,
-                                            4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    __m512 col[16];
-    for (int64_t n0 = 0; n0 < N; n0 += 16) {
-        const int64_t nn = N - n0 < 16 ? N - n0 : 16;
-        for (int64_t m = 0; m < M; m += 16) {
-            const int64_t mm = M - m < 16 ? M - m : 16;
-            const __mmask16 k = synet_mask16(mm);
-            if (nn == 1)
-                col[0] = sstride == 1 ? _mm512_maskz_loadu_ps(k, src + m + n0)
-                                      : _mm512_mask_i32gather_ps(zero, k, gidx, src + m * sstride + n0, 4);
-            else
-                synet_load_transposed16(src + m * sstride + n0, sstride, mm, synet_mask16(nn), col);
-            for (int64_t j = 0; j < nn; ++j) {
-                __m512 v = _mm512_add_ps(col[j], _mm512_set1_ps(bias[n0 + j]));
-                if (relu)
-                    v = _mm512_max_ps(zero, v);
-                const int64_t o = off + (n0 + j) * nstep + m * mstep;
-                if (bf16) {
-                    const __m256i h = synet_bf16_pack_x16(v);
-                    if (mstep == 1) {
-                        _mm256_mask_storeu_epi16(d16 + o, k, h);
-                    } else if (mstep == 2) {
-                        _mm512_mask_storeu_epi16(d16 + o, synet_spread16(k),
-                                                 _mm512_permutexvar_epi16(pair16, _mm512_castsi256_si512(h)));
-                    } else {
-                        uint16_t tmp[16];
-                        _mm256_storeu_si256((__m256i *)tmp, h);
-                        for (int64_t i = 0; i < mm; ++i)
-                            d16[o + i * mstep] = tmp[i];
-                    }
-                } else if (mstep == 1) {
-                    _mm512_mask_storeu_ps(d32 + o, k, v);
-                } else if (mstep == 2) {
-                    const uint32_t spread = synet_spread16(k);
-                    _mm512_mask_storeu_ps(d32 + o, (__mmask16)spread, _mm512_permutexvar_ps(pair_lo, v));
-                    if (mm > 8)
-                        _mm512_mask_storeu_ps(d32 + o + 16, (__mmask16)(spread >> 16), _mm512_permutexvar_ps(pair_hi, v));
-                } else {
-                    _mm512_mask_i32scatter_ps(d32 + o, k, sidx, v, 4);
-                }
-            }
-        }
-    }
-    return 1;
-}
-#endif
-
-/* dst[off + m*mstep + n*nstep] = act(acc[m*mstride + n] + bias[c0 + n]) for m < M, n < N: output
-   channel c0 + n, FP32 or BF16 (nearest-even) dst. The activation runs on runs of <= STORE_RUN values
-   of one pixel (nstep == 1) or one channel (nstep != 1). */
-static void store(const float *acc, synet_size mstride, synet_size M, synet_size N, synet_size c0,
-                  const synet_deconv_plan *p, void *dst, synet_size off, synet_size mstep, synet_size nstep)
-{
-    float run[STORE_RUN];
-    float *d32 = (float *)dst;
-    uint16_t *d16 = (uint16_t *)dst;
-    const float *bias = p->bias + c0;
-#if SYNET_AVX512
-    if (store_fast(acc, mstride, M, N, bias, dst, p->dst_bf16, p->act, off, mstep, nstep))
-        return;
-#endif
-    if (nstep == 1) { /* PRELU's channel of run[k] is c0 + j + k */
-        for (synet_size m = 0; m < M; ++m)
-            for (synet_size j = 0; j < N; j += STORE_RUN) {
-                const synet_size len = SYNET_MIN((synet_size)STORE_RUN, N - j);
-                for (synet_size k = 0; k < len; ++k)
-                    run[k] = acc[m * mstride + j + k] + bias[j + k];
-                synet_activate_block(run, len, p->act, p->params, c0 + j, 1, p->dst_c);
-                if (p->dst_bf16)
-                    for (synet_size k = 0; k < len; ++k)
-                        d16[off + m * mstep + j + k] = synet_bf16_from_float(run[k]);
-                else
-                    for (synet_size k = 0; k < len; ++k)
-                        d32[off + m * mstep + j + k] = run[k];
-            }
-        return;
-    }
-    for (synet_size n = 0; n < N; ++n) { /* PRELU reads the single slope params[c0 + n] */
-        const float *prm = p->params + (p->act == SYNET_ACT_PRELU ? c0 + n : 0);
-        for (synet_size j = 0; j < M; j += STORE_RUN) {
-            const synet_size len = SYNET_MIN((synet_size)STORE_RUN, M - j);
-            for (synet_size k = 0; k < len; ++k)
-                run[k] = acc[(j + k) * mstride + n] + bias[n];
-            synet_activate_block(run, len, p->act, prm, 0, 1, 1);
-            if (p->dst_bf16)
-                for (synet_size k = 0; k < len; ++k)
-                    d16[off + n * nstep + (j + k) * mstep] = synet_bf16_from_float(run[k]);
-            else
-                for (synet_size k = 0; k < len; ++k)
-                    d32[off + n * nstep + (j + k) * mstep] = run[k];
-        }
-    }
-}
-
 /* dst elements between neighbouring output pixels of one channel, and channels of one pixel */
 static synet_size pixel_step(const synet_deconv_plan *p) { return p->nhwc ? p->dst_c : 1; }
 static synet_size channel_step(const synet_deconv_plan *p) { return p->nhwc ? 1 : p->dst_d * p->dst_h * p->dst_w; }
@@ -442,36 +247,6 @@ static synet_size channel_step(const synet_deconv_plan *p) { return p->nhwc ? 1 
 SYNET_INLINE uint16_t bf16_at(const void *src, int src_bf16, synet_size i)
 {
     return src_bf16 ? ((const uint16_t *)src)[i] : synet_bf16_from_float(((const float *)src)[i]);
-}
-
-/* d[i] = bf16(s[i]) for i < n, as BF16 bits (f32 0) or as their FP32 values (f32 1) */
-static void convert_run(const void *s, int src_bf16, void *d, int f32, synet_size n)
-{
-    if (f32) {
-        float *o = (float *)d;
-        if (src_bf16)
-            for (synet_size i = 0; i < n; ++i)
-                o[i] = synet_bf16_to_float(((const uint16_t *)s)[i]);
-        else
-            for (synet_size i = 0; i < n; ++i)
-                o[i] = synet_bf16_round_float(((const float *)s)[i]);
-        return;
-    }
-    uint16_t *o = (uint16_t *)d;
-    if (src_bf16) {
-        memcpy(o, s, n * 2);
-        return;
-    }
-    const float *f = (const float *)s;
-    synet_size i = 0;
-#if SYNET_AVX512
-    for (; i < n; i += 16) {
-        const __mmask16 k = synet_mask16(n - i);
-        _mm256_mask_storeu_epi16(o + i, k, synet_bf16_pack_x16(_mm512_maskz_loadu_ps(k, f + i)));
-    }
-#endif
-    for (; i < n; ++i)
-        o[i] = synet_bf16_from_float(f[i]);
 }
 
 /* NCHW -> channels last: d[x * dstride + c] = bf16(s[c * plane + x]), c < channels, x < width */
@@ -527,12 +302,12 @@ static void pad_row_gemm(const synet_deconv_plan *p, const void *src, void *imag
     if (p->nhwc) {
         const synet_size s0 = ((n * p->src_d + z) * p->src_h + y) * p->src_w * p->src_c;
         if (p->cg_padded == p->cg_in) {
-            convert_run((const char *)src + s0 * se, p->src_bf16, d, f32, p->src_w * p->src_c);
+            deconv_convert_run((const char *)src + s0 * se, p->src_bf16, d, f32, p->src_w * p->src_c);
             return;
         }
         for (synet_size x = 0; x < p->src_w; ++x)
             for (synet_size g = 0; g < p->group; ++g)
-                convert_run((const char *)src + (s0 + x * p->src_c + g * p->cg_in) * se, p->src_bf16,
+                deconv_convert_run((const char *)src + (s0 + x * p->src_c + g * p->cg_in) * se, p->src_bf16,
                             d + (x * cpt + g * p->cg_padded) * e, f32, p->cg_in);
         return;
     }
@@ -542,28 +317,10 @@ static void pad_row_gemm(const synet_deconv_plan *p, const void *src, void *imag
                        cpt);
 }
 
-/* depthwise: row r of the BF16-rounded FP32 copy of src, zero-padded; [n, c, yp, xp] or [n, yp, xp, c] */
-static void pad_row_depthwise(const synet_deconv_plan *p, const void *src, void *image_, synet_size r)
-{
-    const synet_size pix = p->nhwc ? p->src_c : 1, row_len = p->padded_w * pix;
-    const synet_size y = r % p->padded_h - p->pad_low_y, z = r / p->padded_h % p->padded_d - p->pad_low_z;
-    const synet_size image = r / (p->padded_d * p->padded_h); /* n (channels last) or n * C + c */
-    float *d = (float *)image_ + r * row_len;
-    if (y < 0 || y >= p->src_h || z < 0 || z >= p->src_d) {
-        memset(d, 0, row_len * 4);
-        return;
-    }
-    memset(d, 0, p->pad_low_x * pix * 4);
-    memset(d + (p->pad_low_x + p->src_w) * pix, 0, (p->padded_w - p->pad_low_x - p->src_w) * pix * 4);
-    const synet_size s0 = ((image * p->src_d + z) * p->src_h + y) * p->src_w * pix;
-    convert_run((const char *)src + s0 * (p->src_bf16 ? 2 : 4), p->src_bf16, d + p->pad_low_x * pix, 1,
-                p->src_w * pix);
-}
-
 static void pad_row(const synet_deconv_plan *p, const void *src, void *image, synet_size r)
 {
     if (p->impl == SYNET_DECONV_DEPTHWISE)
-        pad_row_depthwise(p, src, image, r);
+        deconv_depthwise_pad_row(p, src, image, r);
     else
         pad_row_gemm(p, src, image, r);
 }
@@ -632,7 +389,7 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
                 const synet_size off =
                     n * p->dst_image + oc0 * channel_step(p) +
                     ((oz * p->dst_h + oy) * p->dst_w + rx - p->pad_left + p->stride_x * (i0 + i)) * pixel_step(p);
-                store(tile, BLOCK, M, nvalid, oc0, p, dst, off, p->stride_x * pixel_step(p), channel_step(p));
+                deconv_store(tile, BLOCK, M, nvalid, oc0, p, dst, off, p->stride_x * pixel_step(p), channel_step(p));
                 i += M;
             }
         }
@@ -664,223 +421,16 @@ static void amx_task(const synet_deconv_plan *p, const void *image, void *dst, s
              (int)nv, tile);
     const synet_size mstep = p->stride_x * pixel_step(p), nstep = channel_step(p);
     const synet_size off = n * p->dst_image + oc0 * nstep; /* + the segment's first pixel */
-    store(tile, 32, M, nvalid, oc0, p, dst, off + p->seg_doff[s0], mstep, nstep);
+    deconv_store(tile, 32, M, nvalid, oc0, p, dst, off + p->seg_doff[s0], mstep, nstep);
     if (s1 >= 0)
-        store(tile + 16 * 32, 32, M, nvalid, oc0, p, dst, off + p->seg_doff[s1], mstep, nstep);
+        deconv_store(tile + 16 * 32, 32, M, nvalid, oc0, p, dst, off + p->seg_doff[s1], mstep, nstep);
 }
 #endif
-
-/* ---- depthwise ---- */
-
-#define DW_COLS 1024 /* output columns of one channels-first row assembled at a time */
-
-SYNET_INLINE vfloat load_vf(const float *s) { return *(const vfloat_u *)(const void *)s; }
-
-/* One vector of outputs i..i+VW-1 of a phase: sum_t w[t] * s[toff[t] + i], in tap order. BF16 products
-   are exact in FP32, so the multiply-add equals the fma and a scalar sum in the same order gives the
-   lanes' bits. NT > 0: that many taps, unrolled (their weights and offsets stay in registers). */
-SYNET_INLINE vfloat phase_vector(const float *s, const int64_t *toff, const float *w, int64_t ntaps, int64_t i,
-                                 const int NT)
-{
-    vfloat a = {};
-    const int64_t n = NT > 0 ? NT : ntaps;
-    for (int64_t t = 0; t < n; ++t)
-        a = multiply_add(splat(w[t]), load_vf(s + toff[t] + i), a);
-    return a;
-}
-
-SYNET_INLINE float phase_scalar(const float *s, const int64_t *toff, const float *w, int64_t ntaps, int64_t i)
-{
-    float a = 0.0f;
-    for (int64_t t = 0; t < ntaps; ++t)
-        a = a + w[t] * s[toff[t] + i];
-    return a;
-}
-
-#if VW == 16
-#define INTERLEAVE_LO 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23
-#define INTERLEAVE_HI 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31
-#elif VW == 8
-#define INTERLEAVE_LO 0, 8, 1, 9, 2, 10, 3, 11
-#define INTERLEAVE_HI 4, 12, 5, 13, 6, 14, 7, 15
-#else
-#define INTERLEAVE_LO 0, 4, 1, 5
-#define INTERLEAVE_HI 2, 6, 3, 7
-#endif
-
-/* out[i] = phase(i) for i < len (ostep 1), or the two phases of a stride-2 row interleaved: out[2i] =
-   phase a (i), out[2i + 1] = phase b (i) (b's taps in toff_b / w_b). */
-SYNET_INLINE void phase_run(const float *s, const int64_t *toff, const float *w, int64_t ntaps,
-                            const int64_t *toff_b, const float *w_b, int64_t ntaps_b, int64_t len, float *out,
-                            const int pair, const int NT)
-{
-    int64_t i = 0;
-    for (; i + VW <= len; i += VW) {
-        const vfloat a = phase_vector(s, toff, w, ntaps, i, NT);
-        if (pair) {
-            const vfloat b = phase_vector(s, toff_b, w_b, ntaps_b, i, NT);
-            *(vfloat_u *)(void *)(out + 2 * i) = __builtin_shufflevector(a, b, INTERLEAVE_LO);
-            *(vfloat_u *)(void *)(out + 2 * i + VW) = __builtin_shufflevector(a, b, INTERLEAVE_HI);
-        } else {
-            *(vfloat_u *)(void *)(out + i) = a;
-        }
-    }
-    if (i < len) { /* the tail as one more vector: its lanes past len read up to VW - 1 columns further (the
-                      scratch has room) and write into the caller's slack, which nothing stores */
-        const vfloat a = phase_vector(s, toff, w, ntaps, i, NT);
-        if (pair) {
-            const vfloat b = phase_vector(s, toff_b, w_b, ntaps_b, i, NT);
-            *(vfloat_u *)(void *)(out + 2 * i) = __builtin_shufflevector(a, b, INTERLEAVE_LO);
-            *(vfloat_u *)(void *)(out + 2 * i + VW) = __builtin_shufflevector(a, b, INTERLEAVE_HI);
-        } else {
-            *(vfloat_u *)(void *)(out + i) = a;
-        }
-    }
-}
-
-/* phase_run with the tap count unrolled for the common small ones (equal in both phases of a pair) */
-static void phase_columns(const float *s, const int64_t *toff, const float *w, int64_t ntaps, const int64_t *toff_b,
-                          const float *w_b, int64_t ntaps_b, int64_t len, float *out, int pair)
-{
-    const int64_t n = !pair || ntaps == ntaps_b ? ntaps : 0;
-#define PHASE_CASE(NT) \
-    case NT: \
-        if (pair) \
-            phase_run(s, toff, w, ntaps, toff_b, w_b, ntaps_b, len, out, 1, NT); \
-        else \
-            phase_run(s, toff, w, ntaps, toff_b, w_b, ntaps_b, len, out, 0, NT); \
-        return;
-    switch (n) {
-        PHASE_CASE(1)
-        PHASE_CASE(2)
-        PHASE_CASE(3)
-        PHASE_CASE(4)
-        PHASE_CASE(6)
-        PHASE_CASE(8)
-        PHASE_CASE(9)
-    default:
-        if (pair)
-            phase_run(s, toff, w, ntaps, toff_b, w_b, ntaps_b, len, out, 1, 0);
-        else
-            phase_run(s, toff, w, ntaps, toff_b, w_b, ntaps_b, len, out, 0, 0);
-    }
-#undef PHASE_CASE
-}
-
-/* Channels first: one (image, channel) plane. Its padded copy is made here (it stays in cache for the
-   taps), then every output row is assembled phase by phase in a row buffer and stored once,
-   contiguously, with bias and activation. */
-static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *image, void *dst, synet_size task)
-{
-    float row[DW_COLS + 2 * VW];
-    const synet_size c = task % p->src_c, n = task / p->src_c;
-    const synet_size plane_rows = p->padded_d * p->padded_h;
-    const float *pad = image + task * plane_rows * p->padded_w;
-    for (synet_size r = 0; r < plane_rows; ++r) /* (image row n * C + c is this task's) */
-        pad_row_depthwise(p, src, image, task * plane_rows + r);
-    const float *w = p->depthwise + c * p->kpairs;
-    for (synet_size r = 0; r < p->nrows; ++r) {
-        const synet_size rzy = p->row_phase[r], rz = rzy / p->stride_y, ry = rzy % p->stride_y;
-        const synet_size j = p->row_index[r], k = p->row_z[r];
-        const synet_size oy = ry - p->pad_top + p->stride_y * j, oz = rz - p->pad_front + p->stride_z * k;
-        const float *s = pad + ((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + p->pad_low_x;
-        const synet_size off = (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w;
-        for (synet_size x0 = 0; x0 < p->dst_w; x0 += DW_COLS) {
-            const synet_size x1 = SYNET_MIN(p->dst_w, x0 + DW_COLS);
-            /* phase rx writes outputs rx - pad_left + stride_x * m for m in [first[rx], last[rx]) */
-            synet_size first[2] = {0, 0}, last[2] = {0, 0};
-            for (synet_size rx = 0; rx < p->stride_x; ++rx) {
-                const synet_size base = rx - p->pad_left;
-                synet_size m0 = x0 - base <= 0 ? 0 : (x0 - base + p->stride_x - 1) / p->stride_x;
-                m0 = SYNET_MAX(p->col_first[rx], m0);
-                const synet_size m1 = SYNET_MIN(p->col_first[rx] + p->col_count[rx], (x1 - 1 - base) / p->stride_x + 1);
-                if (rx < 2) {
-                    first[rx] = m0;
-                    last[rx] = SYNET_MAX(m0, m1);
-                }
-                if (p->stride_x != 2 && m1 > m0) {
-                    const synet_size phase = rzy * p->stride_x + rx;
-                    float *o = row + (base + p->stride_x * m0 - x0);
-                    if (p->stride_x == 1) {
-                        phase_columns(s + m0, p->tap_offsets + p->phase_tap0[phase], w + p->phase_tap0[phase],
-                                      p->phase_taps[phase], NULL, NULL, 0, m1 - m0, o, 0);
-                    } else {
-                        for (synet_size m = m0; m < m1; ++m)
-                            o[p->stride_x * (m - m0)] = phase_scalar(s + m, p->tap_offsets + p->phase_tap0[phase],
-                                                                     w + p->phase_tap0[phase], p->phase_taps[phase], 0);
-                    }
-                }
-            }
-            if (p->stride_x == 2) { /* the columns both phases have as interleaved pairs, then the others */
-                const synet_size both0 = SYNET_MAX(first[0], first[1]), both1 = SYNET_MAX(both0, SYNET_MIN(last[0], last[1]));
-                if (both1 > both0) {
-                    const synet_size p0 = rzy * 2, p1 = p0 + 1;
-                    phase_columns(s + both0, p->tap_offsets + p->phase_tap0[p0], w + p->phase_tap0[p0],
-                                  p->phase_taps[p0], p->tap_offsets + p->phase_tap0[p1], w + p->phase_tap0[p1],
-                                  p->phase_taps[p1], both1 - both0, row + (2 * both0 - p->pad_left - x0), 1);
-                }
-                for (synet_size rx = 0; rx < 2; ++rx) {
-                    const synet_size phase = rzy * 2 + rx, base = rx - p->pad_left;
-                    const int64_t *toff = p->tap_offsets + p->phase_tap0[phase];
-                    const float *wt = w + p->phase_tap0[phase];
-                    for (synet_size m = first[rx]; m < SYNET_MIN(last[rx], both0); ++m)
-                        row[base + 2 * m - x0] = phase_scalar(s + m, toff, wt, p->phase_taps[phase], 0);
-                    for (synet_size m = SYNET_MAX(first[rx], both1); m < last[rx]; ++m)
-                        row[base + 2 * m - x0] = phase_scalar(s + m, toff, wt, p->phase_taps[phase], 0);
-                }
-            }
-            store(row, 1, x1 - x0, 1, c, p, dst, off + x0, 1, 0);
-        }
-    }
-}
-
-/* Channels last: one output row of one image; each output pixel's channels in vectors, the sum over the
-   phase's taps in registers; stored once per pixel with bias and activation. */
-static void depthwise_row_channels_last(const synet_deconv_plan *p, const float *image, void *dst, synet_size task)
-{
-    float acc[DW_CHUNK];
-    const synet_size r = task % p->nrows, n = task / p->nrows, C = p->src_c;
-    const synet_size rzy = p->row_phase[r], rz = rzy / p->stride_y, ry = rzy % p->stride_y;
-    const synet_size j = p->row_index[r], k = p->row_z[r];
-    const synet_size oy = ry - p->pad_top + p->stride_y * j, oz = rz - p->pad_front + p->stride_z * k;
-    const synet_size zy = (k + p->pad_low_z) * p->padded_h + j + p->pad_low_y; /* the padded plane row */
-    for (synet_size rx = 0; rx < p->stride_x; ++rx) {
-        const synet_size phase = rzy * p->stride_x + rx, i0 = p->col_first[rx], ni = p->col_count[rx];
-        const int64_t *toff = p->tap_offsets + p->phase_tap0[phase];
-        const float *w = p->depthwise + p->phase_tap0[phase] * C;
-        const int64_t ntaps = p->phase_taps[phase];
-        for (synet_size i = 0; i < ni; ++i) {
-            const float *s = image + ((n * p->padded_d * p->padded_h + zy) * p->padded_w + i0 + i + p->pad_low_x) * C;
-            const synet_size off =
-                (((n * p->dst_d + oz) * p->dst_h + oy) * p->dst_w + rx - p->pad_left + p->stride_x * (i0 + i)) * C;
-            for (synet_size c0 = 0; c0 < C; c0 += DW_CHUNK) {
-                const synet_size cn = SYNET_MIN((synet_size)DW_CHUNK, C - c0);
-                synet_size c = 0;
-                for (; c + VW <= cn; c += VW) {
-                    vfloat a = {};
-                    for (int64_t t = 0; t < ntaps; ++t)
-                        a = multiply_add(load_vf(w + t * C + c0 + c), load_vf(s + toff[t] + c0 + c), a);
-                    *(vfloat_u *)(void *)(acc + c) = a;
-                }
-                for (; c < cn; ++c) {
-                    float a = 0.0f;
-                    for (int64_t t = 0; t < ntaps; ++t)
-                        a = a + w[t * C + c0 + c] * s[toff[t] + c0 + c];
-                    acc[c] = a;
-                }
-                store(acc, 0, 1, cn, c0, p, dst, off + c0, 0, 1);
-            }
-        }
-    }
-}
 
 static void task(const synet_deconv_plan *p, const void *src, void *image, void *dst, synet_size t, int *rows)
 {
     if (p->impl == SYNET_DECONV_DEPTHWISE) {
-        if (p->nhwc)
-            depthwise_row_channels_last(p, (const float *)image, dst, t);
-        else
-            depthwise_plane(p, src, (float *)image, dst, t);
+        deconv_depthwise_task(p, src, image, dst, t);
         return;
     }
 #if HAVE_AMX
@@ -942,18 +492,12 @@ static void border_task(const synet_deconv_plan *p, const void *src, void *dst, 
             }
             const synet_size off = n * p->dst_image + (g * p->cg_out + c0) * channel_step(p) +
                                    ((oz * p->dst_h + oy) * p->dst_w + ox) * pixel_step(p);
-            store(acc, 0, 1, cn, g * p->cg_out + c0, p, dst, off, 0, channel_step(p));
+            deconv_store(acc, 0, 1, cn, g * p->cg_out + c0, p, dst, off, 0, channel_step(p));
         }
     }
 }
 
 /* ---- weight packing ---- */
-
-/* the weights of kernel position t (tap_kz / tap_ky / tap_kx[t]), relative to a (ci, co) */
-static synet_size tap_step(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size t)
-{
-    return p->tap_kz[t] * w->kz_step + p->tap_ky[t] * w->ky_step + p->tap_kx[t] * w->kx_step;
-}
 
 /* One row of a packed block: lanes n < valid of (bf16(w0[n * co_step]), bf16(w1[n * co_step])) pairs
    (w1 NULL: zeros, a pad channel), zero lanes up to `lanes`; returns whether a rounded value is NaN/inf. */
@@ -1092,22 +636,10 @@ static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, 
     return nonfinite;
 }
 
-/* Depthwise unit: channel c's rounded FP32 weights by tap, [c][tap] (NCHW) or [tap][c] (NHWC). */
-static int pack_depthwise(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size c, float *table)
-{
-    int nonfinite = 0;
-    for (synet_size t = 0; t < p->kpairs; ++t) {
-        const uint16_t h = synet_bf16_from_float(w->w[c * w->ci_step + tap_step(p, w, t)]);
-        nonfinite |= (h & 0x7F80) == 0x7F80;
-        table[p->nhwc ? t * p->src_c + c : c * p->kpairs + t] = synet_bf16_to_float(h);
-    }
-    return nonfinite;
-}
-
 static int pack(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size u, void *packed)
 {
     if (p->impl == SYNET_DECONV_DEPTHWISE)
-        return pack_depthwise(p, w, u, (float *)packed);
+        return deconv_depthwise_pack(p, w, u, (float *)packed);
     return pack_gemm(p, w, u / p->kpairs, u % p->kpairs, (uint16_t *)packed);
 }
 

@@ -1,0 +1,250 @@
+/* Depthwise Deconvolution16b kernels (group == src_c == dst_c), compiled once per CPU level.
+ *
+ * dst[n, c, oy, ox] = act(bias[c] + sum over taps bf16(src[n, c, iy, ix]) * bf16(w[c, ky, kx])), FP32
+ * multiply-adds of BF16-rounded values by output phase and tap: a BF16 product is exact in FP32, so the
+ * multiply-add equals the fma and every level gives the same bits. Channels first: a task is one
+ * (image, channel) plane, vectorised along x (the two phases of a stride-2 row computed together and
+ * interleaved in registers). Channels last: a task is one output row, vectorised along channels.
+ */
+#include "deconvolution_level.h"
+
+#define DW_CHUNK 256 /* channels-last accumulator length */
+#define DW_COLS 1024 /* output columns of one channels-first row assembled at a time */
+
+/* row r of the BF16-rounded FP32 copy of src, zero-padded: [n, c, zp, yp, xp] or [n, zp, yp, xp, c] */
+void deconv_depthwise_pad_row(const synet_deconv_plan *p, const void *src, void *image_, synet_size r)
+{
+    const synet_size pix = p->nhwc ? p->src_c : 1, row_len = p->padded_w * pix;
+    const synet_size y = r % p->padded_h - p->pad_low_y, z = r / p->padded_h % p->padded_d - p->pad_low_z;
+    const synet_size image = r / (p->padded_d * p->padded_h); /* n (channels last) or n * C + c */
+    float *d = (float *)image_ + r * row_len;
+    if (y < 0 || y >= p->src_h || z < 0 || z >= p->src_d) {
+        memset(d, 0, row_len * 4);
+        return;
+    }
+    memset(d, 0, p->pad_low_x * pix * 4);
+    memset(d + (p->pad_low_x + p->src_w) * pix, 0, (p->padded_w - p->pad_low_x - p->src_w) * pix * 4);
+    const synet_size s0 = ((image * p->src_d + z) * p->src_h + y) * p->src_w * pix;
+    deconv_convert_run((const char *)src + s0 * (p->src_bf16 ? 2 : 4), p->src_bf16, d + p->pad_low_x * pix, 1,
+                p->src_w * pix);
+}
+
+
+/* One vector of outputs i..i+VW-1 of a phase: sum_t w[t] * s[toff[t] + i], in tap order. BF16 products
+   are exact in FP32, so the multiply-add equals the fma and a scalar sum in the same order gives the
+   lanes' bits. NT > 0: that many taps, unrolled (their weights and offsets stay in registers). */
+SYNET_INLINE vfloat phase_vector(const float *s, const int64_t *toff, const float *w, int64_t ntaps, int64_t i,
+                                 const int NT)
+{
+    vfloat a = {};
+    const int64_t n = NT > 0 ? NT : ntaps;
+    for (int64_t t = 0; t < n; ++t)
+        a = multiply_add(splat(w[t]), load_vf(s + toff[t] + i), a);
+    return a;
+}
+
+SYNET_INLINE float phase_scalar(const float *s, const int64_t *toff, const float *w, int64_t ntaps, int64_t i)
+{
+    float a = 0.0f;
+    for (int64_t t = 0; t < ntaps; ++t)
+        a = a + w[t] * s[toff[t] + i];
+    return a;
+}
+
+#if VW == 16
+#define INTERLEAVE_LO 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23
+#define INTERLEAVE_HI 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31
+#elif VW == 8
+#define INTERLEAVE_LO 0, 8, 1, 9, 2, 10, 3, 11
+#define INTERLEAVE_HI 4, 12, 5, 13, 6, 14, 7, 15
+#else
+#define INTERLEAVE_LO 0, 4, 1, 5
+#define INTERLEAVE_HI 2, 6, 3, 7
+#endif
+
+/* out[i] = phase(i) for i < len (ostep 1), or the two phases of a stride-2 row interleaved: out[2i] =
+   phase a (i), out[2i + 1] = phase b (i) (b's taps in toff_b / w_b). */
+SYNET_INLINE void phase_run(const float *s, const int64_t *toff, const float *w, int64_t ntaps,
+                            const int64_t *toff_b, const float *w_b, int64_t ntaps_b, int64_t len, float *out,
+                            const int pair, const int NT)
+{
+    int64_t i = 0;
+    for (; i + VW <= len; i += VW) {
+        const vfloat a = phase_vector(s, toff, w, ntaps, i, NT);
+        if (pair) {
+            const vfloat b = phase_vector(s, toff_b, w_b, ntaps_b, i, NT);
+            *(vfloat_u *)(void *)(out + 2 * i) = __builtin_shufflevector(a, b, INTERLEAVE_LO);
+            *(vfloat_u *)(void *)(out + 2 * i + VW) = __builtin_shufflevector(a, b, INTERLEAVE_HI);
+        } else {
+            *(vfloat_u *)(void *)(out + i) = a;
+        }
+    }
+    if (i < len) { /* the tail as one more vector: its lanes past len read up to VW - 1 columns further (the
+                      scratch has room) and write into the caller's slack, which nothing stores */
+        const vfloat a = phase_vector(s, toff, w, ntaps, i, NT);
+        if (pair) {
+            const vfloat b = phase_vector(s, toff_b, w_b, ntaps_b, i, NT);
+            *(vfloat_u *)(void *)(out + 2 * i) = __builtin_shufflevector(a, b, INTERLEAVE_LO);
+            *(vfloat_u *)(void *)(out + 2 * i + VW) = __builtin_shufflevector(a, b, INTERLEAVE_HI);
+        } else {
+            *(vfloat_u *)(void *)(out + i) = a;
+        }
+    }
+}
+
+/* phase_run with the tap count unrolled for the common small ones (equal in both phases of a pair) */
+static void phase_columns(const float *s, const int64_t *toff, const float *w, int64_t ntaps, const int64_t *toff_b,
+                          const float *w_b, int64_t ntaps_b, int64_t len, float *out, int pair)
+{
+    const int64_t n = !pair || ntaps == ntaps_b ? ntaps : 0;
+#define PHASE_CASE(NT) \
+    case NT: \
+        if (pair) \
+            phase_run(s, toff, w, ntaps, toff_b, w_b, ntaps_b, len, out, 1, NT); \
+        else \
+            phase_run(s, toff, w, ntaps, toff_b, w_b, ntaps_b, len, out, 0, NT); \
+        return;
+    switch (n) {
+        PHASE_CASE(1)
+        PHASE_CASE(2)
+        PHASE_CASE(3)
+        PHASE_CASE(4)
+        PHASE_CASE(6)
+        PHASE_CASE(8)
+        PHASE_CASE(9)
+    default:
+        if (pair)
+            phase_run(s, toff, w, ntaps, toff_b, w_b, ntaps_b, len, out, 1, 0);
+        else
+            phase_run(s, toff, w, ntaps, toff_b, w_b, ntaps_b, len, out, 0, 0);
+    }
+#undef PHASE_CASE
+}
+
+/* Channels first: one (image, channel) plane. Its padded copy is made here (it stays in cache for the
+   taps), then every output row is assembled phase by phase in a row buffer and stored once,
+   contiguously, with bias and activation. */
+static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *image, void *dst, synet_size task)
+{
+    float row[DW_COLS + 2 * VW];
+    const synet_size c = task % p->src_c, n = task / p->src_c;
+    const synet_size plane_rows = p->padded_d * p->padded_h;
+    const float *pad = image + task * plane_rows * p->padded_w;
+    for (synet_size r = 0; r < plane_rows; ++r) /* (image row n * C + c is this task's) */
+        deconv_depthwise_pad_row(p, src, image, task * plane_rows + r);
+    const float *w = p->depthwise + c * p->kpairs;
+    for (synet_size r = 0; r < p->nrows; ++r) {
+        const synet_size rzy = p->row_phase[r], rz = rzy / p->stride_y, ry = rzy % p->stride_y;
+        const synet_size j = p->row_index[r], k = p->row_z[r];
+        const synet_size oy = ry - p->pad_top + p->stride_y * j, oz = rz - p->pad_front + p->stride_z * k;
+        const float *s = pad + ((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + p->pad_low_x;
+        const synet_size off = (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w;
+        for (synet_size x0 = 0; x0 < p->dst_w; x0 += DW_COLS) {
+            const synet_size x1 = SYNET_MIN(p->dst_w, x0 + DW_COLS);
+            /* phase rx writes outputs rx - pad_left + stride_x * m for m in [first[rx], last[rx]) */
+            synet_size first[2] = {0, 0}, last[2] = {0, 0};
+            for (synet_size rx = 0; rx < p->stride_x; ++rx) {
+                const synet_size base = rx - p->pad_left;
+                synet_size m0 = x0 - base <= 0 ? 0 : (x0 - base + p->stride_x - 1) / p->stride_x;
+                m0 = SYNET_MAX(p->col_first[rx], m0);
+                const synet_size m1 = SYNET_MIN(p->col_first[rx] + p->col_count[rx], (x1 - 1 - base) / p->stride_x + 1);
+                if (rx < 2) {
+                    first[rx] = m0;
+                    last[rx] = SYNET_MAX(m0, m1);
+                }
+                if (p->stride_x != 2 && m1 > m0) {
+                    const synet_size phase = rzy * p->stride_x + rx;
+                    float *o = row + (base + p->stride_x * m0 - x0);
+                    if (p->stride_x == 1) {
+                        phase_columns(s + m0, p->tap_offsets + p->phase_tap0[phase], w + p->phase_tap0[phase],
+                                      p->phase_taps[phase], NULL, NULL, 0, m1 - m0, o, 0);
+                    } else {
+                        for (synet_size m = m0; m < m1; ++m)
+                            o[p->stride_x * (m - m0)] = phase_scalar(s + m, p->tap_offsets + p->phase_tap0[phase],
+                                                                     w + p->phase_tap0[phase], p->phase_taps[phase], 0);
+                    }
+                }
+            }
+            if (p->stride_x == 2) { /* the columns both phases have as interleaved pairs, then the others */
+                const synet_size both0 = SYNET_MAX(first[0], first[1]), both1 = SYNET_MAX(both0, SYNET_MIN(last[0], last[1]));
+                if (both1 > both0) {
+                    const synet_size p0 = rzy * 2, p1 = p0 + 1;
+                    phase_columns(s + both0, p->tap_offsets + p->phase_tap0[p0], w + p->phase_tap0[p0],
+                                  p->phase_taps[p0], p->tap_offsets + p->phase_tap0[p1], w + p->phase_tap0[p1],
+                                  p->phase_taps[p1], both1 - both0, row + (2 * both0 - p->pad_left - x0), 1);
+                }
+                for (synet_size rx = 0; rx < 2; ++rx) {
+                    const synet_size phase = rzy * 2 + rx, base = rx - p->pad_left;
+                    const int64_t *toff = p->tap_offsets + p->phase_tap0[phase];
+                    const float *wt = w + p->phase_tap0[phase];
+                    for (synet_size m = first[rx]; m < SYNET_MIN(last[rx], both0); ++m)
+                        row[base + 2 * m - x0] = phase_scalar(s + m, toff, wt, p->phase_taps[phase], 0);
+                    for (synet_size m = SYNET_MAX(first[rx], both1); m < last[rx]; ++m)
+                        row[base + 2 * m - x0] = phase_scalar(s + m, toff, wt, p->phase_taps[phase], 0);
+                }
+            }
+            deconv_store(row, 1, x1 - x0, 1, c, p, dst, off + x0, 1, 0);
+        }
+    }
+}
+
+/* Channels last: one output row of one image; each output pixel's channels in vectors, the sum over the
+   phase's taps in registers; stored once per pixel with bias and activation. */
+static void depthwise_row_channels_last(const synet_deconv_plan *p, const float *image, void *dst, synet_size task)
+{
+    float acc[DW_CHUNK];
+    const synet_size r = task % p->nrows, n = task / p->nrows, C = p->src_c;
+    const synet_size rzy = p->row_phase[r], rz = rzy / p->stride_y, ry = rzy % p->stride_y;
+    const synet_size j = p->row_index[r], k = p->row_z[r];
+    const synet_size oy = ry - p->pad_top + p->stride_y * j, oz = rz - p->pad_front + p->stride_z * k;
+    const synet_size zy = (k + p->pad_low_z) * p->padded_h + j + p->pad_low_y; /* the padded plane row */
+    for (synet_size rx = 0; rx < p->stride_x; ++rx) {
+        const synet_size phase = rzy * p->stride_x + rx, i0 = p->col_first[rx], ni = p->col_count[rx];
+        const int64_t *toff = p->tap_offsets + p->phase_tap0[phase];
+        const float *w = p->depthwise + p->phase_tap0[phase] * C;
+        const int64_t ntaps = p->phase_taps[phase];
+        for (synet_size i = 0; i < ni; ++i) {
+            const float *s = image + ((n * p->padded_d * p->padded_h + zy) * p->padded_w + i0 + i + p->pad_low_x) * C;
+            const synet_size off =
+                (((n * p->dst_d + oz) * p->dst_h + oy) * p->dst_w + rx - p->pad_left + p->stride_x * (i0 + i)) * C;
+            for (synet_size c0 = 0; c0 < C; c0 += DW_CHUNK) {
+                const synet_size cn = SYNET_MIN((synet_size)DW_CHUNK, C - c0);
+                synet_size c = 0;
+                for (; c + VW <= cn; c += VW) {
+                    vfloat a = {};
+                    for (int64_t t = 0; t < ntaps; ++t)
+                        a = multiply_add(load_vf(w + t * C + c0 + c), load_vf(s + toff[t] + c0 + c), a);
+                    *(vfloat_u *)(void *)(acc + c) = a;
+                }
+                for (; c < cn; ++c) {
+                    float a = 0.0f;
+                    for (int64_t t = 0; t < ntaps; ++t)
+                        a = a + w[t * C + c0 + c] * s[toff[t] + c0 + c];
+                    acc[c] = a;
+                }
+                deconv_store(acc, 0, 1, cn, c0, p, dst, off + c0, 0, 1);
+            }
+        }
+    }
+}
+
+
+/* Depthwise unit: channel c's rounded FP32 weights by tap, [c][tap] (NCHW) or [tap][c] (NHWC). */
+int deconv_depthwise_pack(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size c, float *table)
+{
+    int nonfinite = 0;
+    for (synet_size t = 0; t < p->kpairs; ++t) {
+        const uint16_t h = synet_bf16_from_float(w->w[c * w->ci_step + tap_step(p, w, t)]);
+        nonfinite |= (h & 0x7F80) == 0x7F80;
+        table[p->nhwc ? t * p->src_c + c : c * p->kpairs + t] = synet_bf16_to_float(h);
+    }
+    return nonfinite;
+}
+
+void deconv_depthwise_task(const synet_deconv_plan *p, const void *src, void *image, void *dst, synet_size t)
+{
+    if (p->nhwc)
+        depthwise_row_channels_last(p, (const float *)image, dst, t);
+    else
+        depthwise_plane(p, src, (float *)image, dst, t);
+}

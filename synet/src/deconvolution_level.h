@@ -1,0 +1,262 @@
+/* What the level-compiled Deconvolution16b sources (deconvolution.c: the GEMM; deconvolution_depthwise.c)
+ * share: the level's FP32 vectors, the epilogue and the source conversion (static: each source gets its
+ * own copy, specialised where it is called), and the depthwise entry points deconvolution.c calls. Like
+ * the kernels tables, those carry the level in their names, so no two levels share a symbol; the build
+ * hides them from other shared objects.
+ */
+#ifndef SYNET_DECONVOLUTION_LEVEL_H
+#define SYNET_DECONVOLUTION_LEVEL_H
+
+#include "deconvolution.h"
+
+#include "activations.h"
+#include "vector.h"
+
+/* ---- FP32 vectors of the level (GCC vector extensions) ---- */
+
+#if SYNET_AVX512
+#define VW 16
+#elif SYNET_AVX2
+#define VW 8
+#else
+#define VW 4
+#endif
+typedef float vfloat __attribute__((vector_size(VW * 4)));
+typedef uint32_t vbits __attribute__((vector_size(VW * 4)));
+typedef float vfloat_u __attribute__((vector_size(VW * 4), aligned(4)));
+typedef uint32_t vbits_u __attribute__((vector_size(VW * 4), aligned(4)));
+
+/* x in every lane (adding x to a zero vector would turn -0 into +0) */
+SYNET_INLINE vfloat splat(float x)
+{
+#if SYNET_AVX512
+    return _mm512_set1_ps(x);
+#elif SYNET_AVX2
+    return _mm256_set1_ps(x);
+#elif defined(__SSE__)
+    return _mm_set1_ps(x);
+#else
+    vfloat v;
+    for (int i = 0; i < VW; ++i)
+        v[i] = x;
+    return v;
+#endif
+}
+
+SYNET_INLINE vfloat multiply_add(vfloat a, vfloat b, vfloat c)
+{
+#if SYNET_AVX512
+    return _mm512_fmadd_ps(a, b, c);
+#elif SYNET_AVX2
+    return _mm256_fmadd_ps(a, b, c);
+#else
+    return a * b + c; /* exact product: the same as an fma (no subnormals) */
+#endif
+}
+
+SYNET_INLINE vfloat load_vf(const float *s) { return *(const vfloat_u *)(const void *)s; }
+
+/* the weights of kernel position t (tap_kz / tap_ky / tap_kx[t]), relative to a (ci, co) */
+SYNET_INLINE synet_size tap_step(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size t)
+{
+    return p->tap_kz[t] * w->kz_step + p->tap_ky[t] * w->ky_step + p->tap_kx[t] * w->kx_step;
+}
+
+#define STORE_RUN 64 /* epilogue: values activated together */
+
+/* ---- the epilogue: bias, activation, FP32 or BF16 store ---- */
+
+#if SYNET_AVX512
+/* dst[off + m*mstep + n*nstep] = act(src[m*sstride + n] + bias[n]) for m < M, n < N, act IDENTITY or
+   RELU, in registers; dst FP32 or BF16 bits. Returns 0 (nothing done) for other activations or
+   strides beyond its gather range. */
+static int store_fast(const float *src, int64_t sstride, int64_t M, int64_t N, const float *bias, void *dst, int bf16,
+                      int act, int64_t off, int64_t mstep, int64_t nstep)
+{
+    const __m512 zero = _mm512_setzero_ps();
+    const int relu = act == SYNET_ACT_RELU;
+    float *d32 = (float *)dst;
+    uint16_t *d16 = (uint16_t *)dst;
+    if (act != SYNET_ACT_IDENTITY && act != SYNET_ACT_RELU)
+        return 0;
+    if (nstep == 1) {
+        for (int64_t m = 0; m < M; ++m) {
+            int64_t n = 0;
+            if (!bf16) { /* FP32: a short first store up to the cache line, then whole lines */
+                int64_t head = (int64_t)(((64u - ((uintptr_t)(d32 + off + m * mstep) & 63u)) & 63u) >> 2);
+                if (head > N)
+                    head = N;
+                if (head) {
+                    const __mmask16 k = (__mmask16)((1u << head) - 1);
+                    __m512 v = _mm512_maskz_loadu_ps(k, src + m * sstride);
+                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, bias));
+                    if (relu)
+                        v = _mm512_max_ps(zero, v);
+                    _mm512_mask_storeu_ps(d32 + off + m * mstep, k, v);
+                    n = head;
+                }
+            }
+            for (; n < N; n += 16) {
+                const __mmask16 k = synet_mask16(N - n);
+                __m512 v = _mm512_maskz_loadu_ps(k, src + m * sstride + n);
+                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, bias + n));
+                if (relu)
+                    v = _mm512_max_ps(zero, v);
+                if (bf16)
+                    _mm256_mask_storeu_epi16(d16 + off + m * mstep + n, k, synet_bf16_pack_x16(v));
+                else
+                    _mm512_mask_storeu_ps(d32 + off + m * mstep + n, k, v);
+            }
+        }
+        return 1;
+    }
+    if (sstride > (1 << 26) || mstep > (1 << 26) || sstride < 0 || mstep < 0)
+        return 0;
+    /* runs along m for each channel n: 16x16 blocks of src transposed in registers (one channel a
+       register), or a gather for a single strided channel; stores contiguous, every other element
+       (mstep 2: the stride-2 phases), or scattered */
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i gidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)sstride));
+    const __m512i sidx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)mstep));
+    const __m512i pair_lo = _mm512_srli_epi32(lane, 1), pair_hi = _mm512_add_epi32(pair_lo, _mm512_set1_epi32(8));
+    const __m512i pair16 = _mm512_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8, 7, 7, 6, 6, 5, 5,
+                                            4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    __m512 col[16];
+    for (int64_t n0 = 0; n0 < N; n0 += 16) {
+        const int64_t nn = N - n0 < 16 ? N - n0 : 16;
+        for (int64_t m = 0; m < M; m += 16) {
+            const int64_t mm = M - m < 16 ? M - m : 16;
+            const __mmask16 k = synet_mask16(mm);
+            if (nn == 1)
+                col[0] = sstride == 1 ? _mm512_maskz_loadu_ps(k, src + m + n0)
+                                      : _mm512_mask_i32gather_ps(zero, k, gidx, src + m * sstride + n0, 4);
+            else
+                synet_load_transposed16(src + m * sstride + n0, sstride, mm, synet_mask16(nn), col);
+            for (int64_t j = 0; j < nn; ++j) {
+                __m512 v = _mm512_add_ps(col[j], _mm512_set1_ps(bias[n0 + j]));
+                if (relu)
+                    v = _mm512_max_ps(zero, v);
+                const int64_t o = off + (n0 + j) * nstep + m * mstep;
+                if (bf16) {
+                    const __m256i h = synet_bf16_pack_x16(v);
+                    if (mstep == 1) {
+                        _mm256_mask_storeu_epi16(d16 + o, k, h);
+                    } else if (mstep == 2) {
+                        _mm512_mask_storeu_epi16(d16 + o, synet_spread16(k),
+                                                 _mm512_permutexvar_epi16(pair16, _mm512_castsi256_si512(h)));
+                    } else {
+                        uint16_t tmp[16];
+                        _mm256_storeu_si256((__m256i *)tmp, h);
+                        for (int64_t i = 0; i < mm; ++i)
+                            d16[o + i * mstep] = tmp[i];
+                    }
+                } else if (mstep == 1) {
+                    _mm512_mask_storeu_ps(d32 + o, k, v);
+                } else if (mstep == 2) {
+                    const uint32_t spread = synet_spread16(k);
+                    _mm512_mask_storeu_ps(d32 + o, (__mmask16)spread, _mm512_permutexvar_ps(pair_lo, v));
+                    if (mm > 8)
+                        _mm512_mask_storeu_ps(d32 + o + 16, (__mmask16)(spread >> 16), _mm512_permutexvar_ps(pair_hi, v));
+                } else {
+                    _mm512_mask_i32scatter_ps(d32 + o, k, sidx, v, 4);
+                }
+            }
+        }
+    }
+    return 1;
+}
+#endif
+
+/* dst[off + m*mstep + n*nstep] = act(acc[m*mstride + n] + bias[c0 + n]) for m < M, n < N: output
+   channel c0 + n, FP32 or BF16 (nearest-even) dst. The activation runs on runs of <= STORE_RUN values
+   of one pixel (nstep == 1) or one channel (nstep != 1). */
+static void deconv_store(const float *acc, synet_size mstride, synet_size M, synet_size N, synet_size c0,
+                  const synet_deconv_plan *p, void *dst, synet_size off, synet_size mstep, synet_size nstep)
+{
+    float run[STORE_RUN];
+    float *d32 = (float *)dst;
+    uint16_t *d16 = (uint16_t *)dst;
+    const float *bias = p->bias + c0;
+#if SYNET_AVX512
+    if (store_fast(acc, mstride, M, N, bias, dst, p->dst_bf16, p->act, off, mstep, nstep))
+        return;
+#endif
+    if (nstep == 1) { /* PRELU's channel of run[k] is c0 + j + k */
+        for (synet_size m = 0; m < M; ++m)
+            for (synet_size j = 0; j < N; j += STORE_RUN) {
+                const synet_size len = SYNET_MIN((synet_size)STORE_RUN, N - j);
+                for (synet_size k = 0; k < len; ++k)
+                    run[k] = acc[m * mstride + j + k] + bias[j + k];
+                synet_activate_block(run, len, p->act, p->params, c0 + j, 1, p->dst_c);
+                if (p->dst_bf16)
+                    for (synet_size k = 0; k < len; ++k)
+                        d16[off + m * mstep + j + k] = synet_bf16_from_float(run[k]);
+                else
+                    for (synet_size k = 0; k < len; ++k)
+                        d32[off + m * mstep + j + k] = run[k];
+            }
+        return;
+    }
+    for (synet_size n = 0; n < N; ++n) { /* PRELU reads the single slope params[c0 + n] */
+        const float *prm = p->params + (p->act == SYNET_ACT_PRELU ? c0 + n : 0);
+        for (synet_size j = 0; j < M; j += STORE_RUN) {
+            const synet_size len = SYNET_MIN((synet_size)STORE_RUN, M - j);
+            for (synet_size k = 0; k < len; ++k)
+                run[k] = acc[(j + k) * mstride + n] + bias[n];
+            synet_activate_block(run, len, p->act, prm, 0, 1, 1);
+            if (p->dst_bf16)
+                for (synet_size k = 0; k < len; ++k)
+                    d16[off + n * nstep + (j + k) * mstep] = synet_bf16_from_float(run[k]);
+            else
+                for (synet_size k = 0; k < len; ++k)
+                    d32[off + n * nstep + (j + k) * mstep] = run[k];
+        }
+    }
+}
+
+/* ---- the padded source image ---- */
+
+/* d[i] = bf16(s[i]) for i < n, as BF16 bits (f32 0) or as their FP32 values (f32 1) */
+static void deconv_convert_run(const void *s, int src_bf16, void *d, int f32, synet_size n)
+{
+    if (f32) {
+        float *o = (float *)d;
+        if (src_bf16)
+            for (synet_size i = 0; i < n; ++i)
+                o[i] = synet_bf16_to_float(((const uint16_t *)s)[i]);
+        else
+            for (synet_size i = 0; i < n; ++i)
+                o[i] = synet_bf16_round_float(((const float *)s)[i]);
+        return;
+    }
+    uint16_t *o = (uint16_t *)d;
+    if (src_bf16) {
+        memcpy(o, s, n * 2);
+        return;
+    }
+    const float *f = (const float *)s;
+    synet_size i = 0;
+#if SYNET_AVX512
+    for (; i < n; i += 16) {
+        const __mmask16 k = synet_mask16(n - i);
+        _mm256_mask_storeu_epi16(o + i, k, synet_bf16_pack_x16(_mm512_maskz_loadu_ps(k, f + i)));
+    }
+#endif
+    for (; i < n; ++i)
+        o[i] = synet_bf16_from_float(f[i]);
+}
+
+/* ---- deconvolution_depthwise.c (group == src_c == dst_c) ---- */
+
+#define deconv_depthwise_pad_row SYNET_LEVEL_NAME(synet_deconv_depthwise_pad_row)
+#define deconv_depthwise_task SYNET_LEVEL_NAME(synet_deconv_depthwise_task)
+#define deconv_depthwise_pack SYNET_LEVEL_NAME(synet_deconv_depthwise_pack)
+
+/* row r of the BF16-rounded FP32 copy of src, zero-padded */
+void deconv_depthwise_pad_row(const synet_deconv_plan *p, const void *src, void *image, synet_size r);
+/* output task t: a channels-first plane (it pads its own rows of `image`) or a channels-last row */
+void deconv_depthwise_task(const synet_deconv_plan *p, const void *src, void *image, void *dst, synet_size t);
+/* channel c's BF16-rounded weights into the FP32 table; 1 when one is NaN or inf */
+int deconv_depthwise_pack(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size c, float *table);
+
+#endif
