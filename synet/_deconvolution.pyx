@@ -5,8 +5,8 @@
 rounded to BF16 (nearest-even), the sum is accumulated in FP32.
 
 Planning (checks, phase decomposition, tables) is synet/_deconvolution_plan.py; the kernels are
-synet/src/deconvolution.c at the CPU level chosen at import (PhaseGemm with an FP32, AVX-512 BF16 or
-AMX micro-kernel; Depthwise). This module holds the parallel drivers, the context and the functional
+synet/src/deconvolution.c (PhaseGemm with an FP32, AVX-512 BF16 or AMX micro-kernel) and
+deconvolution_depthwise.c, at the CPU level chosen at import. This module holds the parallel drivers, the context and the functional
 form. Each output element is summed by one task in a fixed order, so results do not depend on the
 thread count.
 """
