@@ -79,12 +79,12 @@ SYNET_INLINE int gather16(const void *src, const void *idx, int idx64, int offse
 /* dst[k] = src[norm(idx[k]) * inner + k * step] for k < n in vectors of 32 (two gathers in flight:
    G2 6-10% faster than one). ahead[0:ahead_bytes], the next task's source, is prefetched in equal
    parts per iteration: random reads inside a small slice defeat the hardware prefetcher (G4 1.26x,
-   G2 1.06x faster). Instantiated per constant width, index size, offsets and inner == 1 (gather_simd)
-   so that the loop carries no per-step branch. Returns the out-of-range count. */
-SYNET_INLINE synet_size gather_loop(const void *src, synet_size src_bytes, const void *idx, synet_size idx_bytes,
-                                    void *dst, synet_size n, synet_size count, synet_size inner, synet_size step,
-                                    const char *ahead, synet_size ahead_bytes, const int width, const int idx_size,
-                                    const int offsets, const int inner1)
+   G2 1.06x faster). idx[n:idx_bytes / idx_size] is more index of the task (prefetched too). Returns the
+   out-of-range count. */
+SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const void *idx, synet_size idx_bytes,
+                                   void *dst, synet_size n, synet_size count, synet_size inner, synet_size step,
+                                   const char *ahead, synet_size ahead_bytes, const int width, const int idx_size,
+                                   const int offsets, const int inner1)
 {
     const int idx64 = idx_size == 8;
     const __m512i vcount = _mm512_set1_epi32((int)count), vinner = _mm512_set1_epi32((int)inner);
@@ -114,16 +114,34 @@ SYNET_INLINE synet_size gather_loop(const void *src, synet_size src_bytes, const
     return bad;
 }
 
+/* `rows` runs of gather_row, each n elements of idx and dst further on (ahead: prefetched by the first).
+   Instantiated per constant width, index size, offsets and inner == 1 (gather_simd), so neither the
+   loop nor the rows carry a per-step branch or dispatch (G1: 8192 rows of 256 a call). */
+SYNET_INLINE synet_size gather_loop(const void *src, synet_size src_bytes, const void *idx, synet_size idx_bytes,
+                                    void *dst, synet_size n, synet_size rows, synet_size count, synet_size inner,
+                                    synet_size step, const char *ahead, synet_size ahead_bytes, const int width,
+                                    const int idx_size, const int offsets, const int inner1)
+{
+    synet_size bad = 0;
+    for (synet_size r = 0; r < rows; ++r)
+        bad += gather_row(src, src_bytes, (const char *)idx + r * n * idx_size, idx_bytes - r * n * idx_size,
+                          (char *)dst + r * n * width, n, count, inner, step, r ? NULL : ahead, r ? 0 : ahead_bytes,
+                          width, idx_size, offsets, inner1);
+    return bad;
+}
+
 #define LOOP_CASE(W, X, O, I1)                                                                                 \
     case ((W) * 16 + (X) * 2 + (O)) * 2 + (I1):                                                                \
-        return gather_loop(src, src_bytes, idx, idx_bytes, dst, n, count, inner, step, ahead, ahead_bytes, W, X, O, I1);
+        return gather_loop(src, src_bytes, idx, idx_bytes, dst, n, rows, count, inner, step, ahead, ahead_bytes, W, \
+                           X, O, I1);
 #define LOOP_CASES_W(W) LOOP_CASE(W, 4, 0, 0) LOOP_CASE(W, 4, 0, 1) LOOP_CASE(W, 8, 0, 0) LOOP_CASE(W, 8, 0, 1) \
     LOOP_CASE(W, 4, 1, 0) LOOP_CASE(W, 4, 1, 1)
 
 /* gather_loop for the case at hand, or -1 when offsets do not fit int32 */
 static synet_size gather_simd(const void *src, synet_size src_bytes, const void *idx, int idx_size, int offsets,
-                              synet_size idx_bytes, void *dst, int width, synet_size n, synet_size count,
-                              synet_size inner, synet_size step, const char *ahead, synet_size ahead_bytes)
+                              synet_size idx_bytes, void *dst, int width, synet_size n, synet_size rows,
+                              synet_size count, synet_size inner, synet_size step, const char *ahead,
+                              synet_size ahead_bytes)
 {
     if (count * inner * width > 0x7FFFFFFF || src_bytes < 4 || (offsets && idx_size != 4))
         return -1;
@@ -143,8 +161,9 @@ static int strips_apply(synet_size count, synet_size inner) { return inner >= 32
 /* 1-byte elements, inner >= 32: rows c_begin..c_end of the strip of 32 columns s0..s0+31 gather
    from a copy of that strip of src ([count][32] bytes), which stays in L1, instead of from random
    rows of the whole slice in L2; the index of the rows ahead is prefetched (G3 1.90 -> 1.31 ms). */
-static synet_size strip_u8(const uint8_t *src, const void *idx, int idx_size, uint8_t *dst, synet_size c_begin,
-                           synet_size c_end, synet_size count, synet_size inner, synet_size s0)
+SYNET_INLINE synet_size strip_u8_of(const uint8_t *src, const void *idx, const int idx_size, uint8_t *dst,
+                                    synet_size c_begin, synet_size c_end, synet_size count, synet_size inner,
+                                    synet_size s0)
 {
     uint8_t buf[STRIP_BYTES + 64] __attribute__((aligned(64)));
     const int idx64 = idx_size == 8;
@@ -178,13 +197,23 @@ static synet_size strip_u8(const uint8_t *src, const void *idx, int idx_size, ui
     }
     return bad;
 }
+
+/* strip_u8_of with the index size a constant (G3 1.3x faster than with it a variable) */
+static synet_size strip_u8(const uint8_t *src, const void *idx, int idx_size, uint8_t *dst, synet_size c_begin,
+                           synet_size c_end, synet_size count, synet_size inner, synet_size s0)
+{
+    if (idx_size == 8)
+        return strip_u8_of(src, idx, 8, dst, c_begin, c_end, count, inner, s0);
+    return strip_u8_of(src, idx, 4, dst, c_begin, c_end, count, inner, s0);
+}
 #else
 static synet_size gather_simd(const void *src, synet_size src_bytes, const void *idx, int idx_size, int offsets,
-                              synet_size idx_bytes, void *dst, int width, synet_size n, synet_size count,
-                              synet_size inner, synet_size step, const char *ahead, synet_size ahead_bytes)
+                              synet_size idx_bytes, void *dst, int width, synet_size n, synet_size rows,
+                              synet_size count, synet_size inner, synet_size step, const char *ahead,
+                              synet_size ahead_bytes)
 {
     (void)src, (void)src_bytes, (void)idx, (void)idx_size, (void)offsets, (void)idx_bytes, (void)dst, (void)width;
-    (void)n, (void)count, (void)inner, (void)step, (void)ahead, (void)ahead_bytes;
+    (void)n, (void)rows, (void)count, (void)inner, (void)step, (void)ahead, (void)ahead_bytes;
     return -1;
 }
 static int strips_apply(synet_size count, synet_size inner)
@@ -246,17 +275,21 @@ static portable_run portable_of(int elem_size, int index_size)
     }
 }
 
-/* One run of n elements: idx[n:idx_left] is more index of the same task, ahead[:ahead_bytes] the
-   source of the next one (the SIMD loop prefetches both). */
+/* `rows` runs of n elements, each n further on in idx and dst: idx[:idx_left] is the index the task
+   has left, ahead[:ahead_bytes] the source of the next one (the SIMD loop prefetches both). */
 static synet_size run(const synet_gather_job *j, const char *src, synet_size src_bytes, const char *idx,
-                      synet_size idx_left, char *dst, synet_size n, synet_size count, synet_size inner,
-                      synet_size step, int offsets, const char *ahead, synet_size ahead_bytes)
+                      synet_size idx_left, char *dst, synet_size n, synet_size rows, synet_size count,
+                      synet_size inner, synet_size step, int offsets, const char *ahead, synet_size ahead_bytes)
 {
-    const synet_size bad = gather_simd(src, src_bytes, idx, j->index_size, offsets, idx_left * j->index_size, dst,
-                                       j->elem_size, n, count, inner, step, ahead, ahead_bytes);
+    synet_size bad = gather_simd(src, src_bytes, idx, j->index_size, offsets, idx_left * j->index_size, dst,
+                                 j->elem_size, n, rows, count, inner, step, ahead, ahead_bytes);
     if (bad >= 0)
         return bad;
-    return portable_of(j->elem_size, j->index_size)(src, idx, dst, n, count, inner, step, offsets);
+    bad = 0;
+    for (synet_size r = 0; r < rows; ++r)
+        bad += portable_of(j->elem_size, j->index_size)(src, idx + r * n * j->index_size, dst + r * n * j->elem_size,
+                                                        n, count, inner, step, offsets);
+    return bad;
 }
 
 /* Rows c_begin..c_end of one outer slice. With offsets the index holds validated src offsets: one
@@ -268,15 +301,12 @@ static synet_size tile(const synet_gather_job *j, const char *src, synet_size sr
     const char *next_src = src + count * inner * e;
     if (j->offsets)
         return run(j, src, src_bytes, idx + c_begin * inner * x, (c_end - c_begin) * inner, dst + c_begin * inner * e,
-                   (c_end - c_begin) * inner, count * inner, 1, 0, 1, next_src, ahead_bytes);
+                   (c_end - c_begin) * inner, 1, count * inner, 1, 0, 1, next_src, ahead_bytes);
     if (inner == 1)
-        return run(j, src, src_bytes, idx + c_begin * x, c_end - c_begin, dst + c_begin * e, c_end - c_begin, count, 1,
-                   0, 0, next_src, ahead_bytes);
-    synet_size bad = 0;
-    for (synet_size c = c_begin; c < c_end; c++)
-        bad += run(j, src, src_bytes, idx + c * inner * x, (c_end - c) * inner, dst + c * inner * e, inner, count,
-                   inner, 1, 0, 0, 0);
-    return bad;
+        return run(j, src, src_bytes, idx + c_begin * x, c_end - c_begin, dst + c_begin * e, c_end - c_begin, 1, count,
+                   1, 0, 0, next_src, ahead_bytes);
+    return run(j, src, src_bytes, idx + c_begin * inner * x, (c_end - c_begin) * inner, dst + c_begin * inner * e,
+               inner, c_end - c_begin, count, inner, 1, 0, 0, 0);
 }
 
 static void prepare(synet_gather_job *j)
