@@ -11,17 +11,9 @@ import os
 import platform
 import sys
 
-from ._version import __version__
 from ._arrays import InternalError
-from ._kernels import (
-    OPENMP as _OPENMP,
-    bfloat16_to_float32,
-    dispatch as _dispatch,
-    float32_to_bfloat16,
-    get_num_threads,
-    round_to_bfloat16,
-    set_num_threads,
-)
+from ._cache import clear as clear_plan_cache
+from ._cache import info as plan_cache_info
 from ._conv_params import ConvParams, ConvParams3d
 from ._deconvolution import (
     Deconvolution3d16b,
@@ -31,9 +23,22 @@ from ._deconvolution import (
     conv_transpose3d,
 )
 from ._gather import GatherElements, gather_elements
+from ._kernels import (
+    OPENMP as _OPENMP,
+)
+from ._kernels import (
+    bfloat16_to_float32,
+    float32_to_bfloat16,
+    get_num_threads,
+    round_to_bfloat16,
+    set_num_threads,
+)
+from ._kernels import (
+    dispatch as _dispatch,
+)
 from ._quantized_add import QuantizedAdd, quantized_add
 from ._types import Activation, Compatibility, DataType, TensorFormat
-from ._cache import clear as clear_plan_cache, info as plan_cache_info
+from ._version import __version__
 
 __all__ = [
     "Activation",
@@ -74,7 +79,7 @@ def get_include() -> str:
 
 def config() -> dict:
     """What this build is and runs: version, compiler, flags, OpenMP, CPU levels, threads, plan caches."""
-    from . import _config, _deconvolution, _gather, _quantized_add, _kernels
+    from . import _config, _deconvolution, _gather, _kernels, _quantized_add
 
     dispatch = _dispatch()
     dispatch["ops"] = {"bf16": _kernels.BF16_LEVEL, "gather": _gather.LEVEL, "quantized_add": _quantized_add.LEVEL,

@@ -9,7 +9,8 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m synet", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("info", help="version, compiler, flags, OpenMP, CPU levels (compiled, supported, chosen), threads")
+    commands.add_parser("info",
+                        help="version, compiler, flags, OpenMP, CPU levels (compiled, supported, chosen), threads")
     bench = commands.add_parser("bench", help="run the built-in workloads against installed peers")
     bench.add_argument("--only", help="comma-separated workload names, e.g. G1,B2")
     bench.add_argument("--repeats", type=int, default=7, help="timed rounds per candidate (median reported)")

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -91,7 +90,7 @@ class ConvParams:
     @classmethod
     def deconvolution(cls, src_c, src_h, src_w, dst_c, kernel, stride=1, dilation=1, pad=0, group=1,
                       activation=Activation.IDENTITY, src_type=DataType.FLOAT32, dst_type=DataType.FLOAT32,
-                      format=TensorFormat.NCHW) -> "ConvParams":
+                      format=TensorFormat.NCHW) -> ConvParams:
         """Parameters of a transposed convolution; dst_h, dst_w follow from the others.
 
         ``dst = stride·(src − 1) + dilation·(kernel − 1) + 1 − pad_begin − pad_end`` per axis.
@@ -201,7 +200,7 @@ class ConvParams3d:
     @classmethod
     def deconvolution(cls, src_c, src_d, src_h, src_w, dst_c, kernel, stride=1, dilation=1, pad=0, group=1,
                       activation=Activation.IDENTITY, src_type=DataType.FLOAT32, dst_type=DataType.FLOAT32,
-                      format="NCDHW") -> "ConvParams3d":
+                      format="NCDHW") -> ConvParams3d:
         """Parameters of a 3-D transposed convolution; dst_d, dst_h, dst_w follow from the others.
 
         kernel, stride, dilation: int or (d, h, w); pad: int, (d, h, w) or (front, top, left, back,

@@ -34,7 +34,7 @@ cdef extern from "bf16.h" nogil:
     ctypedef struct synet_bf16_kernels:
         const char* level
         void (*round_f32)(const uint32_t* src, void* dst, Py_ssize_t n, Py_ssize_t avail, int truncate, int wide,
-                       int stream) noexcept nogil
+                          int stream) noexcept nogil
         void (*round_f64)(const double* src, void* dst, Py_ssize_t n, int truncate, int wide) noexcept nogil
         void (*widen)(const uint16_t* src, uint32_t* dst, Py_ssize_t n, Py_ssize_t avail, int stream) noexcept nogil
     const synet_bf16_kernels* synet_bf16_kernels_at(int level)
@@ -94,7 +94,7 @@ cdef extern from "quantized_add.h" nogil:
     ctypedef struct synet_qadd_kernels:
         const char* level
         void (*tile)(const synet_qadd_plan* plan, const void* a, const void* b, void* dst, Py_ssize_t start,
-                  Py_ssize_t stop) noexcept nogil
+                     Py_ssize_t stop) noexcept nogil
     const synet_qadd_kernels* synet_qadd_kernels_at(int level)
 
 
@@ -153,6 +153,6 @@ cdef extern from "deconvolution.h" nogil:
                      int* rows) noexcept nogil
         void (*amx_release)() noexcept nogil
         void (*border_task)(const synet_deconv_plan* p, const void* src, void* dst, Py_ssize_t t) noexcept nogil
-        int (*pack)(const synet_deconv_plan* p, const synet_deconv_weights* w, Py_ssize_t u, void* packed) noexcept nogil
+        int (*pack)(const synet_deconv_plan* p, const synet_deconv_weights* w, Py_ssize_t u,
+                    void* packed) noexcept nogil
     const synet_deconv_kernels* synet_deconv_kernels_at(int level)
-

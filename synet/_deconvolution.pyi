@@ -1,9 +1,8 @@
 from typing import final
 
-from typing_extensions import disjoint_base
-
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import disjoint_base
 
 from ._conv_params import ConvParams, ConvParams3d
 

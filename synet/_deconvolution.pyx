@@ -6,9 +6,9 @@ rounded to BF16 (nearest-even), the sum is accumulated in FP32.
 
 Planning (checks, phase decomposition, tables) is synet/_deconvolution_plan.py; the kernels are
 synet/src/deconvolution.c (PhaseGemm with an FP32, AVX-512 BF16 or AMX micro-kernel) and
-deconvolution_depthwise.c, at the CPU level chosen at import. This module holds the parallel drivers, the context and the functional
-form. Each output element is summed by one task in a fixed order, so results do not depend on the
-thread count.
+deconvolution_depthwise.c, at the CPU level chosen at import. This module holds the parallel drivers,
+the context and the functional form. Each output element is summed by one task in a fixed order, so
+results do not depend on the thread count.
 """
 
 cimport cython
@@ -60,7 +60,6 @@ def amx_available():
     """Whether this process runs AMX kernels: the CPU level allows them and Linux grants the tile state
     (asked once, on the first call of this or of an AMX-eligible plan)."""
     return bool(K.micro_amx and amx_ready())
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -554,8 +553,8 @@ def _restore(version, key, data):
                 if (value is not None or name == "weight") and \
                         (not isinstance(value, np.ndarray) or value.dtype not in dtypes):
                     raise TypeError(f"Deconvolution16b pickle: {name}: expected a "
-                                    f"{' or '.join(map(str, dtypes))} array, got "
-                                    f"{type(value).__name__}{'' if not isinstance(value, np.ndarray) else ' of ' + str(value.dtype)}")
+                                    f"{' or '.join(map(str, dtypes))} array, got {type(value).__name__}"
+                                    f"{'' if not isinstance(value, np.ndarray) else ' of ' + str(value.dtype)}")
             context.set_params(*data)
     elif data is not None:
         raise ValueError("Deconvolution16b pickle: weights without a geometry")
@@ -626,9 +625,9 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
     if entry is None:
         if w.dtype.kind not in "biuf" and w.dtype != BFLOAT16:
             raise ValueError(f"weight: expected real numbers, got dtype {w.dtype}")
-        conv, n, unbatched, shape, kind = planning.functional_conv(dims, x.shape, x.dtype, w.shape, stride, padding,
-                                                                  output_padding, groups, dilation, layout,
-                                                                  activation, out_dtype, out)
+        conv, n, _, shape, kind = planning.functional_conv(
+            dims, x.shape, x.dtype, w.shape, stride, padding, output_padding, groups, dilation, layout, activation,
+            out_dtype, out)
         bf16_out = out_dtype is not None and planning.as_data_type(out_dtype, "out_dtype") == DataType.BFLOAT16 or \
             out_dtype is None and ((out is not None and out.dtype in (BFLOAT16, UINT16)) or
                                    (out is None and x.dtype == BFLOAT16))
@@ -643,11 +642,12 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
                 geo = _new_geometry(planned)
                 w = np.zeros(planned.weight_shape, np.float32)
                 x = np.zeros(planned.src_shape, np.float32)
-                weights = _new_weights(geo, w, bias, planning.params_array(planned, activation_params, "activation_params"), threads,
-                                       False)
+                act_params = planning.params_array(planned, activation_params, "activation_params")
+                weights = _new_weights(geo, w, bias, act_params, threads, False)
                 return _run(geo, weights, x, None, out.reshape(planned.dst_shape) if out is not None else None,
                             threads, f"conv_transpose{dims}d").reshape(shape)
-            entry = (_new_geometry(planned), planning.params_array(planned, activation_params, "activation_params"), shape, dst_dtypes)
+            act_params = planning.params_array(planned, activation_params, "activation_params")
+            entry = (_new_geometry(planned), act_params, shape, dst_dtypes)
         if key is not None:
             cache.put(key, entry)
     geometry, prm, shape, dst_dtypes = entry

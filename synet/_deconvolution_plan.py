@@ -17,8 +17,17 @@ import numpy as np
 
 from ._activations import activation_params
 from ._conv_params import ConvParams, ConvParams3d, deconvolution_size
-from ._types import BFLOAT16, Activation, Compatibility, DataType, TensorFormat, as_activation, as_compatibility
-from ._types import as_data_type, as_format
+from ._types import (
+    BFLOAT16,
+    Activation,
+    Compatibility,
+    DataType,
+    TensorFormat,
+    as_activation,
+    as_compatibility,
+    as_data_type,
+    as_format,
+)
 
 GEMM, DEPTHWISE = 1, 2
 MICRO_FP32, MICRO_BF16, MICRO_AMX = 0, 1, 2
@@ -128,8 +137,8 @@ def validate(given: object) -> ConvParams | ConvParams3d:
         if expected <= 0:
             raise ValueError(f"conv.dst_{size}: the geometry gives a dst size {expected}; expected >= 1")
         if v[dst] != expected:
-            raise ValueError(f"conv.dst_{size}: expected {expected} = {v[st]}·({v[src]} − 1) + {v[d]}·({v[k]} − 1) + 1 − "
-                             f"{v[p0]} − {v[p1]}, got {v[dst]}")
+            raise ValueError(f"conv.dst_{size}: expected {expected} = {v[st]}·({v[src]} − 1) + "
+                             f"{v[d]}·({v[k]} − 1) + 1 − {v[p0]} − {v[p1]}, got {v[dst]}")
     fields: dict[str, Any] = dict(v, src_type=src_type, dst_type=dst_type, src_format=src_format,
                                   dst_format=dst_format, activation=activation)
     return (ConvParams3d if three else ConvParams)(**fields)
@@ -140,7 +149,8 @@ def geometry_of(conv: ConvParams | ConvParams3d, dims: int | None = None) -> Geo
     if isinstance(conv, ConvParams3d):
         return Geometry(3, conv.src_c, (conv.src_d, conv.src_h, conv.src_w), conv.dst_c,
                         (conv.dst_d, conv.dst_h, conv.dst_w), (conv.kernel_z, conv.kernel_y, conv.kernel_x),
-                        (conv.stride_z, conv.stride_y, conv.stride_x), (conv.dilation_z, conv.dilation_y, conv.dilation_x),
+                        (conv.stride_z, conv.stride_y, conv.stride_x),
+                        (conv.dilation_z, conv.dilation_y, conv.dilation_x),
                         (conv.pad_front, conv.pad_y, conv.pad_x), (conv.pad_back, conv.pad_h, conv.pad_w), conv.group,
                         conv.activation, conv.src_type, conv.dst_type, conv.src_format == TensorFormat.NHWC)
     return Geometry(dims or 2, conv.src_c, (1, conv.src_h, conv.src_w), conv.dst_c, (1, conv.dst_h, conv.dst_w),

@@ -1,8 +1,8 @@
 from collections.abc import Sequence
+from typing import final
 
 import numpy as np
 import numpy.typing as npt
-from typing import final
 
 LEVEL: str
 PICKLE_VERSION: int
@@ -39,7 +39,8 @@ class GatherElements:
     def level(self) -> str: ...
     def set_index(self, idx: np.ndarray) -> None: ...
     def forward(
-        self, src: np.ndarray, idx: np.ndarray | None = None, dst: np.ndarray | None = None, *, n_threads: int | None = None
+        self, src: np.ndarray, idx: np.ndarray | None = None, dst: np.ndarray | None = None, *,
+        n_threads: int | None = None,
     ) -> np.ndarray: ...
     def clear(self) -> None: ...
 

@@ -23,7 +23,9 @@ def float32_to_bfloat16(
     out: np.ndarray | None = None,
     n_threads: int | None = None,
 ) -> np.ndarray: ...
-def bfloat16_to_float32(x: npt.ArrayLike, *, out: np.ndarray | None = None, n_threads: int | None = None) -> np.ndarray: ...
+def bfloat16_to_float32(
+    x: npt.ArrayLike, *, out: np.ndarray | None = None, n_threads: int | None = None
+) -> np.ndarray: ...
 def round_to_bfloat16(
     x: npt.ArrayLike,
     *,

@@ -11,7 +11,6 @@ import warnings
 
 import numpy as np
 
-cimport cython
 cimport numpy as cnp
 from cython.parallel cimport prange
 from libc.stdint cimport uint16_t, uint32_t
@@ -166,7 +165,7 @@ cdef enum:
 
 
 cdef void bf16_round_array(const uint32_t* src, char* dst, Py_ssize_t n, int itemsize, bint truncate,
-                     int threads) noexcept nogil:
+                           int threads) noexcept nogil:
     """dst = bf16(src) as bfloat16 bits (itemsize 2) or float32 bits of the rounded value (4)."""
     cdef Py_ssize_t block, start
     cdef Py_ssize_t blocks = (n + BLOCK - 1) // BLOCK

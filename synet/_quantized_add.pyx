@@ -64,8 +64,9 @@ LEVEL = K.level.decode()
 cdef enum:
     TILE = 1 << 14          # output elements per parallel task
     PARALLEL_MIN = 1 << 17  # output elements below which a call runs on one thread
-    NOGIL_MIN = 1 << 10     # output elements from which a call releases the GIL (below, that costs more
-                            # than the add; the slowest activation then holds it for ~30 us at most)
+    # output elements from which a call releases the GIL (below, that costs more than the add; the
+    # slowest activation then holds it for ~30 us at most)
+    NOGIL_MIN = 1 << 10
 
 _CONSTS_FIELDS = ("a_scale", "a_offset", "b_scale", "b_offset", "fa_scale", "fa_scale_low", "fb_scale",
                   "fb_scale_low", "a_zero", "b_zero", "q_pre", "q_inv", "q_zero", "ka", "kb", "kc", "lo")
@@ -171,12 +172,15 @@ cdef _QaddState _new_state(planned):
         lanes.period = planned.nchan * planned.chan_inner
         lanes.a_scale, lanes.a_offset = <const double*>data_of(f["a_scale"]), <const double*>data_of(f["a_offset"])
         lanes.b_scale, lanes.b_offset = <const double*>data_of(f["b_scale"]), <const double*>data_of(f["b_offset"])
-        lanes.fa_scale, lanes.fa_scale_low = <const float*>data_of(f["fa_scale"]), <const float*>data_of(f["fa_scale_low"])
-        lanes.fb_scale, lanes.fb_scale_low = <const float*>data_of(f["fb_scale"]), <const float*>data_of(f["fb_scale_low"])
+        lanes.fa_scale = <const float*>data_of(f["fa_scale"])
+        lanes.fa_scale_low = <const float*>data_of(f["fa_scale_low"])
+        lanes.fb_scale = <const float*>data_of(f["fb_scale"])
+        lanes.fb_scale_low = <const float*>data_of(f["fb_scale_low"])
         lanes.a_zero, lanes.b_zero = <const int*>data_of(f["a_zero"]), <const int*>data_of(f["b_zero"])
         lanes.q_pre, lanes.q_inv = <const float*>data_of(f["q_pre"]), <const float*>data_of(f["q_inv"])
         lanes.q_zero, lanes.ka = <const float*>data_of(f["q_zero"]), <const float*>data_of(f["ka"])
-        lanes.kb, lanes.kc, lanes.lo = <const float*>data_of(f["kb"]), <const float*>data_of(f["kc"]), <const float*>data_of(f["lo"])
+        lanes.kb, lanes.kc = <const float*>data_of(f["kb"]), <const float*>data_of(f["kc"])
+        lanes.lo = <const float*>data_of(f["lo"])
         synet_qadd_plan_set_lanes(p, lanes)
     p.lut = NULL
     p.mode = SYNET_QADD_GENERIC

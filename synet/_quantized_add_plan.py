@@ -81,8 +81,8 @@ def io_type(value: object, name: str) -> DataType:
         data_type = as_data_type(value, name)
     except ValueError:
         dtype = dtype_or_none(value) if not isinstance(value, str) else None
-        raise ValueError(f"{name}: expected FLOAT32, UINT8 or INT8, got {dtype if dtype is not None else repr(value)}") \
-            from None
+        got = dtype if dtype is not None else repr(value)
+        raise ValueError(f"{name}: expected FLOAT32, UINT8 or INT8, got {got}") from None
     if data_type not in IO_DTYPES:
         raise ValueError(f"{name}: expected FLOAT32, UINT8 or INT8, got {data_type.name}")
     return data_type
@@ -218,10 +218,10 @@ def _float_values_ok(a_type, sa, za, b_type, sb, zb, act, params, dst_type, ds) 
     steps for a quantised output (exact away from ties), below 5e-7 for a float32 one (1e-6 relative,
     with room for the final roundings). Each quantised operand's float32 product is within 2**-24 |x'|
     of the exact one; the sum, the activation (slope <= 1 here) and the quantisation add a few roundings."""
-    if act not in (Activation.IDENTITY, Activation.RELU, Activation.RESTRICT_RANGE):
-        if dst_type == DataType.FLOAT32 or act not in (Activation.LEAKY_RELU, Activation.PRELU) or \
-                np.abs(params).max() > 1:
-            return False
+    slope_ok = act in (Activation.LEAKY_RELU, Activation.PRELU) and np.abs(params).max() <= 1
+    if act not in (Activation.IDENTITY, Activation.RELU, Activation.RESTRICT_RANGE) and (
+            dst_type == DataType.FLOAT32 or not slope_ok):
+        return False
     spread = 0.0
     for data_type, scale, zero in ((a_type, sa, za), (b_type, sb, zb)):
         if data_type != DataType.FLOAT32:
@@ -300,7 +300,8 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
         ka, kb, kc = folded[c] if use_folded else (0.0, 0.0, 0.0)  # type: ignore[misc]
         lo = dz[c] if act == Activation.RELU else qmin
         for name, value in (("a_scale", sa[c]), ("a_offset", -za[c] * sa[c]), ("b_scale", sb[c]),
-                            ("b_offset", -zb[c] * sb[c]), ("fa_scale", fa), ("fa_scale_low", sa[c] - fa if float_values else 0.0),
+                            ("b_offset", -zb[c] * sb[c]), ("fa_scale", fa),
+                            ("fa_scale_low", sa[c] - fa if float_values else 0.0),
                             ("fb_scale", fb), ("fb_scale_low", sb[c] - fb if float_values else 0.0),
                             ("a_zero", za[c]), ("b_zero", zb[c]), ("q_pre", pre), ("q_inv", inv / pre),
                             ("q_zero", dz[c]), ("ka", ka), ("kb", kb), ("kc", kc), ("lo", lo)):
@@ -320,7 +321,8 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
     lanes = None
     if nchan > 1 and chan_inner < LANES_INNER_MAX and (nchan * chan_inner <= LANES_PERIOD_MAX or
                                                        chan_inner < LANES_SHORT):
-        lanes = {f: np.repeat(np.asarray(v, dtype=LANE_DTYPES.get(f, np.float32)), chan_inner) for f, v in fields.items()}
+        lanes = {f: np.repeat(np.asarray(v, dtype=LANE_DTYPES.get(f, np.float32)), chan_inner)
+                 for f, v in fields.items()}
     return QuantizedAddPlan(key, a_type, b_type, dst_type, a_shape, b_shape, out_shape, size, act, params,
                             prelu_inner, prelu_channels, mode, float_values, fields, nchan, chan_inner, inner,
                             walk_rank, table, a_scalar, b_scalar, lanes)

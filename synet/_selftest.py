@@ -21,7 +21,8 @@ def selftest() -> bool:
                           np.array_equal(synet.float32_to_bfloat16(x).view(np.uint16),
                                          x.astype(ml_dtypes.bfloat16).view(np.uint16))))
     b = x.astype(ml_dtypes.bfloat16)
-    results.append(_check("bfloat16_to_float32 exact", np.array_equal(synet.bfloat16_to_float32(b), b.astype(np.float32))))
+    exact = np.array_equal(synet.bfloat16_to_float32(b), b.astype(np.float32))
+    results.append(_check("bfloat16_to_float32 exact", exact))
     data = rng.standard_normal((3, 17, 5)).astype(np.float32)
     idx = rng.integers(-17, 17, (3, 11, 5))
     results.append(_check("gather_elements == take_along_axis",

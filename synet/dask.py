@@ -9,7 +9,7 @@
     y = synet.dask.conv_transpose2d(x, w, stride=2, padding=1, layout="NHWC")   # w: [128, 4, 4, 64]
     y.compute()                                                                  # 8 tasks, one per chunk
 
-- ``conv_transpose2d`` (and ``conv_transpose1d`` / ``conv_transpose3d`` when synet has them) chunk along
+- ``conv_transpose2d`` (and ``conv_transpose1d`` / ``conv_transpose3d``) chunk along
   the batch; the other axes are made one chunk. The weights travel once: a ``Deconvolution16b`` prepared
   here (which checks every argument now) is pickled — its init arguments and BF16-rounded weights, never
   the packed ones — into one graph key that every chunk task depends on. A worker fetches that key once,
@@ -41,6 +41,12 @@ import weakref
 
 import numpy as np
 
+import synet
+
+from . import _deconvolution, _deconvolution_plan, _gather_plan
+from ._kernels import resolve_num_threads
+from ._types import Activation, as_activation
+
 _MISSING: ImportError | None = None   # the optional extra: the module imports, its functions say what is missing
 try:
     import dask  # type: ignore[import-not-found]
@@ -50,14 +56,8 @@ try:
 except ImportError as _error:
     _MISSING = _error
 
-import synet
-from . import _deconvolution_plan
-from . import _gather_plan
-from . import _deconvolution
-from ._kernels import resolve_num_threads
-from ._types import Activation, as_activation
-
-__all__ = ["conv_transpose2d", "default_threads", "gather_elements", "quantized_add"]
+__all__ = ["conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "default_threads", "gather_elements",
+           "quantized_add"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -274,7 +274,7 @@ def _functional_block(block, shared, function, kwargs, n_threads):
 def _operand(x):
     """x as the transposed convolutions take it (float32 or bfloat16; ValueError for other dtypes), by the
     functional form's own rule."""
-    return getattr(_deconvolution, "_as_operand")(x, "x")
+    return _deconvolution._as_operand(x, "x")
 
 
 def _prepare_x(x, rank: int):
@@ -293,7 +293,7 @@ def _prepare_x(x, rank: int):
 
 def _batched(x, name: str, shared, block_function, image_shape, dtype, block_kwargs: dict):
     """One task per batch chunk of x (its other axes one chunk), each giving images of `image_shape`."""
-    x = x.rechunk({axis: -1 for axis in range(1, x.ndim)})
+    x = x.rechunk(dict.fromkeys(range(1, x.ndim), -1))
     chunks = (x.chunks[0], *((n,) for n in image_shape))
     return _map_blocks(block_function, name, (x, shared), block_kwargs, chunks, dtype, len(chunks))
 
@@ -348,7 +348,7 @@ activation_params, out_dtype
     batched = x.ndim == 4 and not math.isnan(x.shape[0])
     shape_x = (max(x.shape[0], 1), *x.shape[1:]) if batched else (1, *x.shape[1:]) if x.ndim == 4 else x.shape
     conv, _, _, shape, *kind = _deconvolution_plan.functional_conv(
-        shape_x, _operand(np.zeros(0, x.dtype)).dtype, w.shape, stride, padding, output_padding, groups, dilation,
+        2, shape_x, _operand(np.zeros(0, x.dtype)).dtype, w.shape, stride, padding, output_padding, groups, dilation,
         layout, activation, out_dtype, None)
     kwargs = dict(stride=stride, padding=padding, output_padding=output_padding, groups=groups, dilation=dilation,
                   layout=layout, activation=activation, activation_params=activation_params, out_dtype=out_dtype)
@@ -393,10 +393,8 @@ def _conv_nd(name: str, rank: int):
     return form
 
 
-for _name, _rank in (("conv_transpose1d", 3), ("conv_transpose3d", 5)):
-    if hasattr(synet, _name):
-        globals()[_name] = _conv_nd(_name, _rank)
-        __all__.append(_name)
+conv_transpose1d = _conv_nd("conv_transpose1d", 3)
+conv_transpose3d = _conv_nd("conv_transpose3d", 5)
 
 
 # ---------------------------------------------------------------------------------------------

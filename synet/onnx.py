@@ -43,8 +43,8 @@ import numpy as np
 
 try:
     from onnx.reference.op_run import OpRun
-except ImportError:  # pragma: no cover - exercised only without onnx (the cause stays chained)
-    raise ImportError("synet.onnx needs the onnx package (>= 1.15): pip install 'synet[onnx]'")
+except ImportError as _missing:  # pragma: no cover - exercised only without onnx
+    raise ImportError("synet.onnx needs the onnx package (>= 1.15): pip install 'synet[onnx]'") from _missing
 
 import ml_dtypes
 

@@ -11,6 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "tools", "sanitize.sh")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(bool(os.environ.get("SYNET_SANITIZED")), reason="already the sanitized run")
 @pytest.mark.skipif(not os.path.exists(SCRIPT) or shutil.which("gcc") is None, reason="needs the checkout and gcc")
 def test_suite_is_clean_under_address_and_undefined_sanitizers():

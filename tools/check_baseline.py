@@ -28,7 +28,8 @@ V3_SCALAR = r"(lzcnt|tzcnt|andn|bextr|blsi|blsmsk|blsr|bzhi|mulx|pdep|pext|rorx|
 FORBIDDEN = {
     "x86-64": [r"%ymm", r"%zmm", r"%k[0-7]", r"^v[a-z]", rf"^{SSE3_TO_SSE42}", rf"^{POPCNT}", rf"^{V3_SCALAR}"],
     "x86-64-v2": [r"%ymm", r"%zmm", r"%k[0-7]", r"^v[a-z]", rf"^{V3_SCALAR}"],
-    "x86-64-v3": [r"%zmm", r"%k[0-7]", r"%[xy]mm(1[6-9]|2[0-9]|3[01])\b", r"\{%k", r"^v(pternlog|pmov(us|s)?(db|dw|qb|qd|qw|wb)\b|pmov[bwdq]2m|pmovm2|permt2|permi2|"
+    "x86-64-v3": [r"%zmm", r"%k[0-7]", r"%[xy]mm(1[6-9]|2[0-9]|3[01])\b", r"\{%k",
+                  r"^v(pternlog|pmov(us|s)?(db|dw|qb|qd|qw|wb)\b|pmov[bwdq]2m|pmovm2|permt2|permi2|"
                   r"cvtt?p[sd]2u|cvtu|rcp14|rsqrt14|scalef|getexp|getmant|fixupimm|range|reduce|dbpsadbw|"
                   r"pcompress|pexpand|compress|expand|pconflict|plzcnt|dpbf16|cvtne2?ps2bf16|dpbusd|dpwssd|"
                   r"popcnt|pshufbitqmb|gf2p8|pmultishift|alignd|alignq|extract[if]64|insert[if]64|broadcast[if]64|"

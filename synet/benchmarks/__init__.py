@@ -18,7 +18,8 @@ import platform
 import statistics
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -230,6 +231,7 @@ def run(only: list[str] | None = None, repeats: int = 7, target_s: float = 0.01,
     for number, workload in enumerate(workloads, 1):
         print(f"[{number}/{len(workloads)}] {workload.name}: {workload.title} ...", file=sys.stderr, flush=True)
         made = workload.make()
+        meta: dict[str, Any]
         candidates, meta = made if isinstance(made, tuple) else (made, {})
         times = measure(candidates, repeats, target_s, warm_s)
         reference = times[REFERENCE]
