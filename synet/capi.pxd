@@ -6,8 +6,8 @@ prepared in Python (``*_plan(context)``, with the GIL) and runs with ``*_run`` i
 the same bits as the context's ``forward``. The handle points into the context: keep the context
 alive, and do not call its init, set_index, set_params or clear, while the plan runs.
 
-Every ``*_run`` returns a status: SYNET_OK, SYNET_VALUE_ERROR (a NULL or unusable pointer, a bad
-size), SYNET_INDEX_ERROR (an index out of range; its output element is 0), SYNET_NOT_READY (a plan
+Every function here that runs returns a status: SYNET_OK, SYNET_VALUE_ERROR (a NULL or unusable
+pointer, a bad size, n_threads < 1), SYNET_INDEX_ERROR (an index out of range; its output element is 0), SYNET_NOT_READY (a plan
 without what it needs). ABI rules: docs/cython_api.rst; the signatures are pinned by
 tests/capi_signatures.txt.
 """

@@ -40,6 +40,8 @@ cdef const synet_quantized_add_plan_t* quantized_add_plan(object context) except
 
 cdef int quantized_add_run(const synet_quantized_add_plan_t* plan, const void* a, const void* b, void* dst,
                            int n_threads) noexcept nogil:
+    if n_threads < 1:
+        return SYNET_VALUE_ERROR
     return qadd_run(<const synet_qadd_plan*>plan, a, b, dst, n_threads)
 
 
@@ -55,18 +57,20 @@ cdef Py_ssize_t deconvolution_buffer_size(const synet_deconvolution_plan_t* plan
 
 cdef int deconvolution_run(const synet_deconvolution_plan_t* plan, const void* src, void* buf, void* dst,
                            int n_threads) noexcept nogil:
+    if n_threads < 1:
+        return SYNET_VALUE_ERROR
     return deconv_run(<const synet_deconv_plan*>plan, src, buf, dst, n_threads)
 
 
 cdef int bf16_round(const float* src, uint16_t* dst, Py_ssize_t n, int truncate, int n_threads) noexcept nogil:
-    if n < 0 or (n > 0 and (src == NULL or dst == NULL)):
+    if n < 0 or (n > 0 and (src == NULL or dst == NULL)) or n_threads < 1:
         return SYNET_VALUE_ERROR
-    bf16_round_array(<const uint32_t*>src, <char*>dst, n, 2, truncate != 0, max(n_threads, 1))
+    bf16_round_array(<const uint32_t*>src, <char*>dst, n, 2, truncate != 0, n_threads)
     return SYNET_OK
 
 
 cdef int bf16_widen(const uint16_t* src, float* dst, Py_ssize_t n, int n_threads) noexcept nogil:
-    if n < 0 or (n > 0 and (src == NULL or dst == NULL)):
+    if n < 0 or (n > 0 and (src == NULL or dst == NULL)) or n_threads < 1:
         return SYNET_VALUE_ERROR
-    bf16_widen_array(src, <uint32_t*>dst, n, max(n_threads, 1))
+    bf16_widen_array(src, <uint32_t*>dst, n, n_threads)
     return SYNET_OK
