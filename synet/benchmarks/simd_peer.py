@@ -126,7 +126,8 @@ class SimdLibrary:
     def describe(self) -> str:
         levels = [name for name, code in (("AVX-512BW", SIMD_CPU_INFO_AVX512BW), ("AMX-BF16", SIMD_CPU_INFO_AMX_BF16))
                   if self.cpu_info(code)]
-        return f"Simd {self.version().decode()} ({self.path}; code paths in use: {', '.join(levels) or 'below AVX-512'})"
+        used = ", ".join(levels) or "below AVX-512"
+        return f"Simd {self.version().decode()} ({self.path}; code paths in use: {used})"
 
     def has_amx(self) -> bool:
         return bool(self.cpu_info(SIMD_CPU_INFO_AMX_BF16))
@@ -393,7 +394,8 @@ def deconvolution_tolerance(conv, x: np.ndarray, weight: np.ndarray, reference: 
     return tol
 
 
-BUILDERS: dict[str, Callable[..., Peer]] = {"gather": gather, "quantized_add": quantized_add, "deconvolution": deconvolution}
+BUILDERS: dict[str, Callable[..., Peer]] = {"gather": gather, "quantized_add": quantized_add,
+                                             "deconvolution": deconvolution}
 
 
 def add(candidates: dict, workload: str, op: str, reference: np.ndarray, **data) -> None:

@@ -74,8 +74,9 @@ def _forward_quantized_add():
     context = synet.QuantizedAdd([64], "u8", 0.010, 47, [64], "u8", 0.020, 30, "identity", None, "u8", 0.015, 38)
     candidates = {"synet": lambda: context.forward(a, b, dst, n_threads=1)}
     from . import simd_peer
-    simd_peer.add(candidates, "S5", "quantized_add", dst, micro=True, a=a, b=b, activation="identity", dst_dtype=np.uint8,
-                  q=dict(a_scale=0.010, a_zero=47, b_scale=0.020, b_zero=30, dst_scale=0.015, dst_zero=38))
+    simd_peer.add(candidates, "S5", "quantized_add", dst, micro=True, a=a, b=b, activation="identity",
+                  dst_dtype=np.uint8, q=dict(a_scale=0.010, a_zero=47, b_scale=0.020, b_zero=30, dst_scale=0.015,
+                                             dst_zero=38))
     return candidates
 
 
