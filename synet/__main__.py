@@ -20,6 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--isa", metavar="LEVELS",
                        help="run the suite at each CPU level ('all' or e.g. avx2,avx512): one subprocess per level "
                             "with SYNET_MAX_ISA set and the torch peers restricted to the same instructions")
+    bench.add_argument("--simd", metavar="PATH", help="add Simd (a libSimd.so built by you) as the 'simd' peer "
+                                                      "where it can run the workload; also SYNET_BENCH_SIMD")
     commands.add_parser("selftest", help="quick correctness check of every op against NumPy")
     args = parser.parse_args(argv)
 
@@ -30,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "bench":
         from synet import benchmarks
+        from synet.benchmarks import simd_peer
 
+        simd_peer.configure(args.simd)
         if args.list:
             for workload in benchmarks.all_workloads():
                 print(f"{workload.name:<5}{workload.title}")
@@ -46,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             benchmarks.run_levels(levels, only=only, repeats=args.repeats, json_path=args.json)
             return 0
         rows = benchmarks.run(only=only, repeats=args.repeats, json_path=args.json)
+        simd_peer.print_summary()
         if args.plot:
             benchmarks.plot(rows, args.plot)
         return 0

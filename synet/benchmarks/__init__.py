@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 REFERENCE = "synet"
+SIMD_LIBRARY: str | None = None  # a libSimd.so path: the workloads add a "simd" candidate (benchmarks/simd_peer.py)
 
 
 @dataclasses.dataclass

@@ -64,6 +64,8 @@ def _workload(name, layout, src_c, size, dst_c, kernel, stride, pad, group=1, dt
             session = _ort_conv_transpose(x, w, b, kernel, stride, pad, group)
             if session is not None:
                 candidates["onnxruntime fp32"] = session
+        from . import simd_peer
+        simd_peer.add(candidates, name, "deconvolution", dst, conv=conv, x=xs, weight=ws, bias=b)
         return candidates, {"peak": peak_of(context)}
 
     flops = 2 * kernel * kernel * src_c * src_h * src_w * dst_c // group

@@ -50,6 +50,9 @@ def _gather_workload(name, title, dtype, index_dtype, outer, src_count, inner, i
         ort = _ort_gather(data, indices, axis)
         if ort is not None:
             candidates["onnxruntime"] = ort
+        from . import simd_peer
+        simd_peer.add(candidates, name, "gather", dst, data=data, indices=indices, outer=outer, src_count=src_count,
+                      inner=inner, idx_count=idx_count, index_const=repeated_outer)
         return candidates
 
     n_dst = int(np.prod(outer)) * idx_count * inner

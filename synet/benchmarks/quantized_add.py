@@ -140,6 +140,8 @@ def _workload(name, title, a_dtype, a_shape, b_shape, dst_dtype, activation, *, 
                 torch_gelu = _torch_float32_gelu(a, b)
                 if torch_gelu is not None:
                     candidates["torch float32 gelu"] = torch_gelu
+        from . import simd_peer
+        simd_peer.add(candidates, name, "quantized_add", dst, a=a, b=b, q=q, activation=activation, dst_dtype=dst_dtype)
         return candidates
 
     n = int(np.prod(np.broadcast_shapes(a_shape, b_shape)))

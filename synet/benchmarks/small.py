@@ -72,7 +72,12 @@ def _forward_quantized_add():
     a, b = rng.integers(0, 256, 64, dtype=np.uint8), rng.integers(0, 256, 64, dtype=np.uint8)
     dst = np.empty(64, np.uint8)
     context = synet.QuantizedAdd([64], "u8", 0.010, 47, [64], "u8", 0.020, 30, "identity", None, "u8", 0.015, 38)
-    return {"synet": lambda: context.forward(a, b, dst, n_threads=1)}
+    candidates = {"synet": lambda: context.forward(a, b, dst, n_threads=1)}
+    from . import simd_peer
+    simd_peer.add(candidates, "S5", "quantized_add", dst, micro=True, a=a, b=b, activation="identity",
+                  dst_dtype=np.uint8, q=dict(a_scale=0.010, a_zero=47, b_scale=0.020, b_zero=30, dst_scale=0.015,
+                                             dst_zero=38))
+    return candidates
 
 
 def _forward_gather():
@@ -81,17 +86,25 @@ def _forward_gather():
     idx = rng.integers(0, 64, 64).astype(np.int64)
     dst = np.empty(64, np.float32)
     context = synet.GatherElements("f32", "i64", False, 1, [1], 64, 1, 64)
-    return {"synet": lambda: context.forward(src, idx, dst, n_threads=1)}
+    candidates = {"synet": lambda: context.forward(src, idx, dst, n_threads=1)}
+    from . import simd_peer
+    simd_peer.add(candidates, "S6", "gather", dst, micro=True, data=src, indices=idx, outer=[1], src_count=64, inner=1,
+                  idx_count=64)
+    return candidates
 
 
 def _forward_deconvolution():
     rng = np.random.default_rng(RNG_SEED)
     conv = synet.ConvParams.deconvolution(32, 1, 1, 32, 1, format="NHWC")
     context = synet.Deconvolution16b(1, conv)
-    context.set_params(rng.standard_normal(32 * 32).astype(np.float32))
+    w = rng.standard_normal(32 * 32).astype(np.float32)
+    context.set_params(w)
     x = rng.standard_normal((1, 1, 1, 32)).astype(np.float32)
     dst = context.forward(x)
-    return {"synet": lambda: context.forward(x, None, dst, n_threads=1)}
+    candidates = {"synet": lambda: context.forward(x, None, dst, n_threads=1)}
+    from . import simd_peer
+    simd_peer.add(candidates, "S7", "deconvolution", dst, micro=True, conv=conv, x=x, weight=w, bias=None)
+    return candidates
 
 
 WORKLOADS = [
