@@ -33,7 +33,7 @@ import queue
 import sys
 import threading
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
