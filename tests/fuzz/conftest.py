@@ -9,8 +9,12 @@ line names the input that caused it.
 """
 
 import os
+import sys
 
 from hypothesis import HealthCheck, settings
+
+# tests/: the float64 references (reference.py) and the outcome rule (outcomes.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 PROFILES = {"ci": 300, "long": 5000}
 settings.register_profile(

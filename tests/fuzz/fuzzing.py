@@ -1,16 +1,22 @@
-"""Hostile-input strategies and the outcome rule shared by the fuzz files."""
+"""Hostile-input strategies and the outcome rule shared by the fuzz files.
+
+The outcome rule (tests/outcomes.py): a call ends in a result or in TypeError, ValueError, IndexError,
+MemoryError, OverflowError, or a RuntimeError that says a context is not ready (one of the documented
+messages); a synet.InternalError, or any other exception, fails the fuzz run.
+"""
 
 from __future__ import annotations
 
 import os
 
-import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
-# What synet may raise for bad input (MemoryError: numpy refusing an absurd allocation).
-ALLOWED = (TypeError, ValueError, IndexError, RuntimeError, MemoryError, OverflowError)
+from outcomes import failed, outcome
+from reference import BF16
+
+__all__ = ["BF16", "DTYPES", "arrays", "attempt", "failed", "junk", "log"]
+
 DTYPES = [np.float32, np.float64, np.uint8, np.int8, np.int32, np.int64, np.uint16, np.uint64, np.float16, BF16,
           np.bool_, np.complex64, object, "U2", [("a", np.int32)]]
 
@@ -24,12 +30,10 @@ def log(*what: object) -> None:
 
 
 def attempt(call, *args, **kwargs):
-    """Run `call`: a result, or one of the allowed Python exceptions (returned, not raised)."""
+    """Run `call`: a result, or an allowed exception (returned, not raised: test it with ``failed``);
+    an exception the outcome rule does not allow (an InternalError above all) is raised."""
     log(getattr(call, "__qualname__", call), args, kwargs)
-    try:
-        return call(*args, **kwargs)
-    except ALLOWED as error:
-        return error
+    return outcome(call, *args, **kwargs)
 
 
 def _build(spec):
