@@ -222,3 +222,29 @@ def test_empty_batches():
         == (0, 3, 10)
     assert synet.conv_transpose3d(np.ones((0, 2, 1, 2, 3), np.float32), np.ones((2, 3, 2, 2, 2), np.float32),
                                   stride=2).shape == (0, 3, 2, 4, 6)
+
+
+def _no_input_call(dims):
+    """conv_transpose{dims}d with no input channel into an `out`: (result, out)."""
+    fn = {1: synet.conv_transpose1d, 2: synet.conv_transpose2d, 3: synet.conv_transpose3d}[dims]
+    x = np.ones((2, 0) + (3,) * dims, np.float32)
+    w = np.ones((0, 2) + (2,) * dims, np.float32)
+    out = np.zeros((2, 2) + (4,) * dims, np.float32)
+    return fn(x, w, np.array([5.0, -1.0], np.float32), out=out, activation="relu"), out
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_no_input_writes_act_bias_into_out(dims):
+    result, out = _no_input_call(dims)
+    assert (out[:, 0] == 5).all() and (out[:, 1] == 0).all()
+    assert np.shares_memory(result, out) and result.shape == out.shape
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="KNOWN BUG: with no input reaching the output (no input channel, or an empty length), "
+                   "conv_transpose{1,2,3}d(..., out=out) writes act(bias) into `out` but returns a reshaped view of "
+                   "it, not `out` (synet/_deconvolution.pyx, _conv_transpose's 'bias' branch)")
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_out_is_returned_when_no_input_reaches_it(dims):
+    result, out = _no_input_call(dims)
+    assert result is out
