@@ -75,7 +75,8 @@ def test_context_in_any_order(operations, junk_args, axis, a, b, dst, channels, 
 @st.composite
 def valid_calls(draw):
     """A well-formed call: broadcasting shapes, any type mix, per-tensor or per-axis parameters (all on one
-    output axis), valid scales of any magnitude, valid zero points."""
+    output axis), valid scales of any magnitude, valid zero points, any activation (PRELU: one slope per
+    channel of output axis 1, or a single one)."""
     shapes = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=1, max_dims=4, max_side=9))
     sa, sb = shapes.input_shapes
     out = np.broadcast_shapes(sa, sb)
@@ -96,7 +97,12 @@ def valid_calls(draw):
         else:
             q[f"{name}_scale"] = draw(scale)
             q[f"{name}_zero"] = draw(st.integers(lo, hi))
-    return sa, sb, types, axis, q, draw(st.integers(0, 2**32 - 1))
+    act = draw(st.sampled_from([synet.Activation.IDENTITY] * 4 + list(synet.Activation)))
+    params = None
+    if act == synet.Activation.PRELU:
+        channels = out[1] if len(out) >= 2 and draw(st.booleans()) else 1
+        params = np.array(draw(st.lists(st.floats(-2, 2), min_size=channels, max_size=channels)), np.float32)
+    return sa, sb, types, axis, q, act, params, draw(st.integers(0, 2**32 - 1))
 
 
 def operand(dtype, shape, rng):
@@ -107,9 +113,9 @@ def operand(dtype, shape, rng):
 
 @given(valid_calls())
 def test_valid_calls_equal_the_reference(call):
-    """Well-formed calls: within 1 of the float64 formula and exact away from ties (1-byte outputs), within
-    1e-6 relative (float32), written inside dst only; the context gives the same bits."""
-    sa, sb, types, axis, q, seed = call
+    """Well-formed calls (any activation): within 1 of the float64 formula and exact away from ties (1-byte
+    outputs), within 1e-6 relative (float32), written inside dst only; the context gives the same bits."""
+    sa, sb, types, axis, q, act, params, seed = call
     rng = np.random.default_rng(seed)
     a, b = operand(types[0], sa, rng), operand(types[1], sb, rng)
     shape = np.broadcast_shapes(sa, sb)
@@ -117,13 +123,14 @@ def test_valid_calls_equal_the_reference(call):
     itemsize = types[2].itemsize
     guard = np.full(size * itemsize + 128, 0x5A, np.uint8)
     out = guard[64:64 + size * itemsize].view(types[2]).reshape(shape)
-    result = attempt(synet.quantized_add, a, b, **q, dst_dtype=types[2], axis=axis, out=out)
+    result = attempt(synet.quantized_add, a, b, **q, dst_dtype=types[2], axis=axis, out=out, activation=act,
+                     activation_params=params)
     assert not failed(result), result
     assert result is out
     assert (guard[:64] == 0x5A).all() and (guard[64 + size * itemsize:] == 0x5A).all()
-    check_add(result, a, b, q, axis=axis)
+    check_add(result, a, b, q, act, params, axis=axis)
     context = attempt(synet.QuantizedAdd, sa, types[0], q["a_scale"], q["a_zero"], sb, types[1], q["b_scale"],
-                      q["b_zero"], "identity", None, types[2], q["dst_scale"], q["dst_zero"], axis=axis)
+                      q["b_zero"], act, params, types[2], q["dst_scale"], q["dst_zero"], axis=axis)
     assert not failed(context), context
     assert context.forward(a, b).tobytes() == result.tobytes()
 
