@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import synet
-from fuzzing import BF16, arrays, attempt, failed, junk
+from fuzzing import BF16, arrays, attempt, failed, guarded, intact, junk
 from reference import activate, activation_slope, assert_close, bf16_round, reference_nd
 
 SMALL = st.integers(-3, 5)
@@ -177,9 +177,11 @@ def test_right_results_random_geometry(n, cg_in, cg_out, groups, h, w, ky, kx, s
                                           x_type, out_type, fmt)
     context = synet.Deconvolution16b(n, conv, synet.Compatibility.BF16_SOFT)
     context.set_params(weight, bias)
-    buf = np.empty(context.external_buffer_size(), np.uint8)
-    soft = attempt(context.forward, x, buf, n_threads=n_threads)
+    buf, buf_guard = guarded((context.external_buffer_size(),), np.uint8)
+    dst, dst_guard = guarded(result.shape, result.dtype)
+    soft = attempt(context.forward, x, buf, dst, n_threads=n_threads)
     assert not failed(soft), soft
+    assert soft is dst and intact(buf_guard) and intact(dst_guard)
     if cg_in < 16 or not synet._deconvolution.amx_available():
         assert np.array_equal(soft.view(np.uint8), result.view(np.uint8)), context.info()
     assert_close(channels_first(soft, nhwc), expected, mag, out_type == "bf16", slope)

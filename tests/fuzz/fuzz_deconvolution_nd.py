@@ -16,7 +16,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 import synet
-from fuzzing import BF16, arrays, attempt, failed, junk
+from fuzzing import BF16, arrays, attempt, failed, guarded, intact, junk
 from reference import activate, activation_slope, assert_close, bf16_round, reference_nd
 
 FUNCTIONS = {1: synet.conv_transpose1d, 3: synet.conv_transpose3d}
@@ -312,10 +312,8 @@ def test_right_results_random_geometry(case):
             ref, mag = reference_nd(bf16_round(x), bf16_round(w), bias, case["stride"], begin,
                                     [e - o for e, o in zip(end, case["extra"])], case["dilation"], groups)
         assert_close(got, activate(ref, act, params), mag, dst_bf16, activation_slope(act, params))
-    # the same bits into an out of the result's shape (BF16 results: a uint16 out too)
-    out = np.full(result.shape, 7, result.dtype)
-    if dst_bf16 and case["seed"] % 2:
-        out = out.view(np.uint16)
+    # the same bits into an out of the result's shape (BF16 results: a uint16 out too), inside guard bands
+    out, guard = guarded(result.shape, np.uint16 if dst_bf16 and case["seed"] % 2 else result.dtype)
     again = attempt(fn, xs, ws, bias, case["stride"], padding, case["extra"], groups, case["dilation"],
                     layout=layout, activation=act, activation_params=params, out_dtype=out_dtype, out=out,
                     n_threads=3 - (case["n_threads"] or 1))
@@ -324,6 +322,7 @@ def test_right_results_random_geometry(case):
     else:
         assert again is out, again
     assert np.array_equal(out.view(np.uint8), result.view(np.uint8))
+    assert intact(guard)
     if not got.size or empty_input:
         return
     if dims == 1:   # 1-D is the 2-D kernel with H = 1
@@ -341,7 +340,11 @@ def test_right_results_random_geometry(case):
                                                 "bf16" if dst_bf16 else "f32", layout)
         context = synet.Deconvolution3d16b(case["n"], conv)
         context.set_params(ws, bias, params)
-        assert np.array_equal(context.forward(xs).view(np.uint8), result.view(np.uint8)), context.info()
+        buf, buf_guard = guarded((context.external_buffer_size(),), np.uint8)
+        dst, dst_guard = guarded(result.shape, result.dtype)
+        assert context.forward(xs, buf, dst) is dst
+        assert np.array_equal(dst.view(np.uint8), result.view(np.uint8)), context.info()
+        assert intact(buf_guard) and intact(dst_guard)
         event("3-D context compared")
 
 

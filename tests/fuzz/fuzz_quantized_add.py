@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import synet
-from fuzzing import arrays, attempt, failed, junk
+from fuzzing import arrays, attempt, failed, guarded, intact, junk
 from reference import RANGES, check_add
 
 NUMBERS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-3, 300), junk())
@@ -119,15 +119,12 @@ def test_valid_calls_equal_the_reference(call):
     rng = np.random.default_rng(seed)
     a, b = operand(types[0], sa, rng), operand(types[1], sb, rng)
     shape = np.broadcast_shapes(sa, sb)
-    size = int(np.prod(shape))
-    itemsize = types[2].itemsize
-    guard = np.full(size * itemsize + 128, 0x5A, np.uint8)
-    out = guard[64:64 + size * itemsize].view(types[2]).reshape(shape)
+    out, guard = guarded(shape, types[2])
     result = attempt(synet.quantized_add, a, b, **q, dst_dtype=types[2], axis=axis, out=out, activation=act,
                      activation_params=params)
     assert not failed(result), result
     assert result is out
-    assert (guard[:64] == 0x5A).all() and (guard[64 + size * itemsize:] == 0x5A).all()
+    assert intact(guard)
     check_add(result, a, b, q, act, params, axis=axis)
     context = attempt(synet.QuantizedAdd, sa, types[0], q["a_scale"], q["a_zero"], sb, types[1], q["b_scale"],
                       q["b_zero"], act, params, types[2], q["dst_scale"], q["dst_zero"], axis=axis)

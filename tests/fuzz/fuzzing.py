@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from outcomes import failed, outcome
 from reference import BF16
 
-__all__ = ["BF16", "DTYPES", "arrays", "attempt", "failed", "junk", "log"]
+__all__ = ["BF16", "DTYPES", "arrays", "attempt", "failed", "guarded", "intact", "junk", "log"]
 
 DTYPES = [np.float32, np.float64, np.uint8, np.int8, np.int32, np.int64, np.uint16, np.uint64, np.float16, BF16,
           np.bool_, np.complex64, object, "U2", [("a", np.int32)]]
@@ -34,6 +34,19 @@ def attempt(call, *args, **kwargs):
     an exception the outcome rule does not allow (an InternalError above all) is raised."""
     log(getattr(call, "__qualname__", call), args, kwargs)
     return outcome(call, *args, **kwargs)
+
+
+def guarded(shape, dtype, fill=0x5A):
+    """An array of `shape` inside a buffer with 64 bytes of `fill` on each side: (array, buffer)."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    buffer = np.full(nbytes + 128, fill, np.uint8)
+    return buffer[64:64 + nbytes].view(dtype).reshape(shape), buffer
+
+
+def intact(buffer, fill=0x5A) -> bool:
+    """Nothing was written into the guard bands of a ``guarded`` buffer."""
+    return bool((buffer[:64] == fill).all() and (buffer[len(buffer) - 64:] == fill).all())
 
 
 def _build(spec):
