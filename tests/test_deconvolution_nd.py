@@ -1,7 +1,10 @@
 """conv_transpose1d / conv_transpose3d and Deconvolution3d16b against an independent float64 reference
 (and PyTorch in float64 where installed); 1-D and 3-D agree bit for bit with the 2-D form."""
 
+import os
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -248,3 +251,34 @@ def test_no_input_writes_act_bias_into_out(dims):
 def test_out_is_returned_when_no_input_reaches_it(dims):
     result, out = _no_input_call(dims)
     assert result is out
+
+
+_HUGE_GEOMETRY = """if True:
+    import resource, sys, numpy as np, synet
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))   # a regression fails here, not the machine
+    x = np.ones((1, 2, 4, 4, 4), np.float32)
+    w = np.ones((2, 1, 2, 2, 2), np.float32)
+    for stride in (8472028, (3, 2**21, 2**21), (2**22, 2**22, 1), 2**31 - 1):
+        try:
+            synet.conv_transpose3d(x, w, stride=stride)
+            print("result")
+        except ValueError as error:
+            print("ValueError", str(error).split(":")[0])
+    context = synet.Deconvolution3d16b()
+    try:
+        context.init(1, synet.ConvParams3d.deconvolution(2, 4, 4, 4, 1, 2, 8472028))
+        print("init")
+    except ValueError as error:
+        print("ValueError", str(error).split(":")[0])
+"""
+
+
+@pytest.mark.skipif(bool(os.environ.get("SYNET_SANITIZED")), reason="AddressSanitizer needs more address space")
+def test_products_beyond_int64_are_refused_at_once(tmp_path):
+    """A stride whose product over the three axes, or an output whose element count, passes 2**63 is a
+    ValueError before any table is built (np.prod wrapped around in int64, so a stride of 8472028 planned
+    8472028 phases per axis: minutes and 20+ GB, then the OOM killer)."""
+    out = subprocess.run([sys.executable, "-c", _HUGE_GEOMETRY], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[:-1] == ["ValueError conv"] * 5, out.stdout

@@ -8,6 +8,7 @@ Every example is written to $SYNET_FUZZ_LOG (if set) before it runs: after a cra
 line names the input that caused it.
 """
 
+import datetime
 import os
 import sys
 
@@ -16,9 +17,26 @@ from hypothesis import HealthCheck, settings
 # tests/: the float64 references (reference.py) and the outcome rule (outcomes.py)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+# A runaway call (a table or a loop sized by a huge parameter) fails its example: a deadline far above any
+# honest call's time; and an address-space limit turns it into a MemoryError (then the deadline's failure)
+# instead of the machine's OOM killer ending this and other processes. SYNET_FUZZ_MEMORY_GB=0: no limit (nor
+# under AddressSanitizer, which reserves terabytes of address space).
+DEADLINE = datetime.timedelta(seconds=float(os.environ.get("SYNET_FUZZ_DEADLINE_S", "20")))
+try:
+    import resource
+
+    _limit = int(float(os.environ.get("SYNET_FUZZ_MEMORY_GB", "8")) * 2**30)
+    if os.environ.get("SYNET_SANITIZED") or "libasan" in os.environ.get("LD_PRELOAD", ""):
+        _limit = 0
+    _soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+    if _limit and (_soft == resource.RLIM_INFINITY or _soft > _limit):
+        resource.setrlimit(resource.RLIMIT_AS, (_limit, _hard))
+except (ImportError, ValueError, OSError):   # not POSIX, or not allowed: no limit
+    pass
+
 PROFILES = {"ci": 300, "long": 5000}
 settings.register_profile(
-    "fuzz", derandomize=os.environ.get("SYNET_FUZZ_PROFILE", "ci") == "ci", deadline=None,
+    "fuzz", derandomize=os.environ.get("SYNET_FUZZ_PROFILE", "ci") == "ci", deadline=DEADLINE,
     max_examples=PROFILES[os.environ.get("SYNET_FUZZ_PROFILE", "ci")], print_blob=True,
     suppress_health_check=list(HealthCheck),
 )
