@@ -323,6 +323,7 @@ def assert_close(got, ref, mag, dst_bf16: bool, slope: float = 1.0) -> None:
     got, ref, mag = got[finite], ref[finite], np.asarray(mag)[finite]
     tolerance = deconvolution_tolerance(ref, mag, dst_bf16, slope)
     bad = ~(np.abs(got - ref) <= tolerance)
-    assert not bad.any(), (f"{bad.sum()} of {bad.size} outside tolerance; worst at {np.argmax(np.abs(got - ref) / tolerance)}"
-                           f": got {got[bad][:3]}, expected {ref[bad][:3]}, tolerance {tolerance[bad][:3]}")
+    worst = np.argmax(np.abs(got - ref) / tolerance) if bad.any() else None
+    assert not bad.any(), (f"{bad.sum()} of {bad.size} outside tolerance; worst at {worst}: got {got[bad][:3]}, "
+                           f"expected {ref[bad][:3]}, tolerance {tolerance[bad][:3]}")
 
