@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import synet
-from fuzzing import BF16, arrays, attempt, failed, guarded, intact, junk
+from fuzzing import (BF16, OUT_MUTATIONS, arrays, attempt, check_again, failed, guarded, intact, junk,
+                     out_variant)
 from reference import activate, activation_slope, assert_close, bf16_round, reference_nd
 
 SMALL = st.integers(-3, 5)
@@ -47,8 +48,7 @@ def test_functional_anything(x, w, bias, stride, padding, output_padding, groups
 
 MUTATIONS = ["none", "x_strided", "x_readonly", "x_list", "x_f64", "x_int", "x_uint16", "x_bool", "x_3d", "x_5d",
              "x_empty", "x_nan", "w_transposed", "w_3d", "w_empty", "w_nan", "w_strided", "bias_short",
-             "bias_nan", "out_alias_x", "out_wrong_dtype", "out_wrong_shape", "out_readonly", "out_strided",
-             "out_good", "out_bf16", "out_uint16", "x_huge", "w_huge"]
+             "bias_nan", "out_alias_x", "x_huge", "w_huge", *OUT_MUTATIONS]
 
 
 @given(st.integers(1, 2), st.integers(1, 3), st.integers(1, 3), st.integers(1, 3), st.integers(1, 4),
@@ -115,28 +115,12 @@ def test_functional_near_valid(n, cg_in, cg_out, groups, h, w, k, stride, paddin
                                                      strides=(0,) * 4)
     result = attempt(synet.conv_transpose2d, x, weight, bias, stride, padding, output_padding,
                      groups_given if groups_given != 4 else groups, dilation, layout="NHWC" if nhwc else "NCHW")
-    if not failed(result) and mutation in ("out_good", "out_bf16", "out_uint16", "out_wrong_dtype",
-                                                        "out_wrong_shape", "out_readonly", "out_strided"):
-        out = np.zeros_like(result)   # the same call again with an `out` of the right shape (or a wrong one)
-        if mutation == "out_bf16":
-            out = out.astype(BF16)
-        elif mutation == "out_uint16":
-            out = out.astype(BF16).view(np.uint16)
-        elif mutation == "out_wrong_dtype":
-            out = out.astype(np.float64)
-        elif mutation == "out_wrong_shape":
-            out = out.reshape(-1)
-        elif mutation == "out_readonly":
-            out.flags.writeable = False
-        elif mutation == "out_strided":
-            out = np.repeat(out, 2, axis=-1)[..., ::2]
+    if not failed(result) and mutation in OUT_MUTATIONS:
+        out = out_variant(result, mutation, x)   # the same call again with an `out` of the right shape, or a wrong one
         again = attempt(synet.conv_transpose2d, x, weight, bias, stride, padding, output_padding,
                         groups_given if groups_given != 4 else groups, dilation, layout="NHWC" if nhwc else "NCHW",
                         out=out)
-        if not failed(again):
-            assert again is out
-            if out.dtype == np.float32:
-                assert np.array_equal(again, result, equal_nan=True)
+        check_again(again, out, result, mutation)
 
 
 @given(st.integers(1, 2), st.sampled_from([1, 2, 3, 5, 16, 17]), st.integers(1, 5), st.integers(1, 3),

@@ -14,7 +14,8 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 import synet
-from fuzzing import BF16, arrays, attempt, failed, guarded, intact, junk
+from fuzzing import (BF16, OUT_MUTATIONS, arrays, attempt, check_again, failed, guarded, intact, junk,
+                     out_variant)
 from reference import activate, activation_slope, assert_close, bf16_round, reference_nd
 
 FUNCTIONS = {1: synet.conv_transpose1d, 3: synet.conv_transpose3d}
@@ -56,9 +57,7 @@ MUTATIONS = ["none", "x_strided", "x_readonly", "x_list", "x_f64", "x_int", "x_u
              "x_object", "x_unbatched", "x_rank_up", "x_rank_down", "x_empty_batch", "x_empty_channels",
              "x_empty_space", "x_nan", "x_huge", "w_transposed", "w_rank_down", "w_empty_out", "w_empty_kernel",
              "w_nan", "w_inf", "w_strided", "w_bf16", "w_list", "w_huge", "bias_short", "bias_long", "bias_2d",
-             "bias_nan", "bias_str", "params_short", "params_nan", "out_alias_x", "out_good", "out_bf16",
-             "out_uint16", "out_f64", "out_wrong_shape", "out_flat", "out_readonly", "out_strided", "out_list",
-             "out_view_of_x"]
+             "bias_nan", "bias_str", "params_short", "params_nan", "out_alias_x", *OUT_MUTATIONS]
 
 
 def huge(ndim, axis, keep):
@@ -170,37 +169,11 @@ def test_functional_near_valid(dims, n, cg_in, cg_out, groups, size, k, stride, 
     g = groups_given if groups_given != 4 else groups
     out = np.asarray(x) if "out_alias_x" in (mutation, mutation2) else None
     result = attempt(fn, x, weight, bias, stride, padding, output_padding, g, dilation, out=out, **call)
-    if failed(result) or mutation not in MUTATIONS[MUTATIONS.index("out_good"):]:
+    if failed(result) or mutation not in OUT_MUTATIONS:
         return
-    out = np.zeros_like(result)   # the same call again with an `out` of the right shape, or a wrong one
-    if mutation == "out_bf16":
-        out = out.astype(BF16)
-    elif mutation == "out_uint16":
-        out = out.astype(BF16).view(np.uint16)
-    elif mutation == "out_f64":
-        out = out.astype(np.float64)
-    elif mutation == "out_wrong_shape":
-        out = np.zeros(result.shape + (1,), result.dtype)
-    elif mutation == "out_flat":
-        out = out.reshape(-1)
-    elif mutation == "out_readonly":
-        out.flags.writeable = False
-    elif mutation == "out_strided":
-        out = np.repeat(out, 2, axis=-1)[..., ::2]
-    elif mutation == "out_list":
-        out = out.tolist()
-    elif mutation == "out_view_of_x" and isinstance(x, np.ndarray) and x.dtype == np.float32 and x.size >= out.size:
-        out = x.reshape(-1)[:out.size].reshape(out.shape)
+    out = out_variant(result, mutation, x)   # the same call again with an `out` of the right shape, or a wrong one
     again = attempt(fn, x, weight, bias, stride, padding, output_padding, g, dilation, out=out, **call)
-    if not failed(again):
-        assert again is out
-        assert again.shape == result.shape
-        if out.dtype == result.dtype:
-            assert np.array_equal(again.view(np.uint8), result.view(np.uint8))
-        else:   # a BF16 out of an FP32 result: the result rounded once
-            assert np.array_equal(again.view(np.uint16), result.astype(BF16).view(np.uint16))
-    elif mutation in ("out_good", "out_bf16", "out_uint16"):
-        raise AssertionError(f"an out of the result's shape and a BF16/FP32 dtype was refused: {again!r}")
+    check_again(again, out, result, mutation)
 
 
 # ---- the functional forms, well-formed: the reference ------------------------------------------------------
