@@ -247,3 +247,25 @@ def test_deconvolution_3d_context_through_the_c_api(downstream, layout):
     dst = np.zeros_like(expected)
     assert downstream.deconvolution(context, x.view(np.uint8), buf, dst.reshape(-1).view(np.uint8), 2) == 0
     assert np.array_equal(dst.view(np.uint8), expected.view(np.uint8))
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="KNOWN INCONSISTENCY: gather_run / gather_elements return SYNET_VALUE_ERROR for n_threads < 1, "
+                   "quantized_add_run, deconvolution_run, bf16_round and bf16_widen run on one thread (capi.pxd "
+                   "does not say which is meant)")
+@pytest.mark.parametrize("n_threads", [0, -1])
+def test_runners_agree_on_a_thread_count_below_one(downstream, n_threads):
+    src, idx, dst = np.ones(6, np.float32), np.zeros(4, np.int64), np.zeros(4, np.float32)
+    add = synet.QuantizedAdd([4], "u8", 0.1, 0, [4], "u8", 0.1, 0, "relu", None, "u8", 0.1, 0)
+    a = np.zeros(4, np.uint8)
+    context, x = _deconvolution_context("NCHW", "f32", "f32", 4, 2, 1, "relu", 12)
+    out = context.forward(x)
+    buf = np.empty(max(context.external_buffer_size(), 1), np.uint8)
+    raw = np.zeros(6, np.uint16)
+    statuses = {"gather_elements": downstream.gather(src, idx, dst, 1, 6, 1, 4, n_threads),
+                "quantized_add_run": downstream.quantized_add(add, a, a, a.copy(), n_threads),
+                "deconvolution_run": downstream.deconvolution(context, x.view(np.uint8), buf,
+                                                              np.zeros_like(out).reshape(-1).view(np.uint8), n_threads),
+                "bf16_round": downstream.round_array(src, raw, 0, n_threads),
+                "bf16_widen": downstream.widen_array(raw, src.copy(), n_threads)}
+    assert len(set(statuses.values())) == 1, statuses
