@@ -250,9 +250,9 @@ def test_deconvolution_3d_context_through_the_c_api(downstream, layout):
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="KNOWN INCONSISTENCY: gather_run / gather_elements return SYNET_VALUE_ERROR for n_threads < 1, "
-                   "quantized_add_run, deconvolution_run, bf16_round and bf16_widen run on one thread (capi.pxd "
-                   "does not say which is meant)")
+                   reason="KNOWN INCONSISTENCY: gather_run / gather_elements return SYNET_VALUE_ERROR for "
+                   "n_threads < 1, quantized_add_run, deconvolution_run, bf16_round and bf16_widen run on one "
+                   "thread (capi.pxd does not say which is meant)")
 @pytest.mark.parametrize("n_threads", [0, -1])
 def test_runners_agree_on_a_thread_count_below_one(downstream, n_threads):
     src, idx, dst = np.ones(6, np.float32), np.zeros(4, np.int64), np.zeros(4, np.float32)
