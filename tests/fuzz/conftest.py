@@ -22,26 +22,33 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # instead of the machine's OOM killer ending this and other processes. SYNET_FUZZ_MEMORY_GB=0: no limit (nor
 # under AddressSanitizer, which reserves terabytes of address space).
 DEADLINE = datetime.timedelta(seconds=float(os.environ.get("SYNET_FUZZ_DEADLINE_S", "20")))
-try:
-    import resource
-
-    _limit = int(float(os.environ.get("SYNET_FUZZ_MEMORY_GB", "8")) * 2**30)
-    if os.environ.get("SYNET_SANITIZED") or "libasan" in os.environ.get("LD_PRELOAD", ""):
-        _limit = 0
-    _soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
-    if _limit and (_soft == resource.RLIM_INFINITY or _soft > _limit):
-        resource.setrlimit(resource.RLIMIT_AS, (_limit, _hard))
-except (ImportError, ValueError, OSError):   # not POSIX, or not allowed: no limit
-    pass
-
 PROFILES = {"ci": 300, "long": 5000}
 settings.register_profile(
     "fuzz", derandomize=os.environ.get("SYNET_FUZZ_PROFILE", "ci") == "ci", deadline=DEADLINE,
     max_examples=PROFILES[os.environ.get("SYNET_FUZZ_PROFILE", "ci")], print_blob=True,
     suppress_health_check=list(HealthCheck),
 )
-settings.load_profile("fuzz")
+
+
+def _limit_address_space() -> None:
+    try:
+        import resource
+
+        limit = int(float(os.environ.get("SYNET_FUZZ_MEMORY_GB", "8")) * 2**30)
+        if os.environ.get("SYNET_SANITIZED") or "libasan" in os.environ.get("LD_PRELOAD", ""):
+            return
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if limit and (soft == resource.RLIM_INFINITY or soft > limit):
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ImportError, ValueError, OSError):   # not POSIX, or not allowed: no limit
+        pass
 
 
 def pytest_configure(config):
+    """Only for a fuzz run (python_files = fuzz_*.py): pytest also imports this file when it collects tests/
+    for the main suite, whose settings (tests/conftest.py's profile, no memory limit) must stay its own."""
+    if "fuzz_*.py" not in config.getini("python_files"):
+        return
+    settings.load_profile("fuzz")
+    _limit_address_space()
     config.addinivalue_line("filterwarnings", "ignore::RuntimeWarning")
