@@ -49,6 +49,8 @@ def check_buffer(
 def check_n_threads(n_threads: object) -> None:
     if n_threads is not None and (isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer))):
         raise TypeError(f"n_threads: expected an int or None, got {type(n_threads).__name__}")
+    if n_threads is not None and n_threads >= 2**31:   # OpenMP counts are C ints (else OverflowError)
+        raise ValueError(f"n_threads: expected a thread count below 2**31, got {n_threads}")
 
 
 def check_out(out: object, shape: tuple, dtypes: tuple, overlaps: dict | None = None) -> np.ndarray:

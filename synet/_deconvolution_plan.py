@@ -11,6 +11,7 @@ is a stride-1 convolution over its taps: an implicit GEMM over (taps x input cha
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -166,14 +167,15 @@ def check_sizes(batch: int, geo: Geometry) -> None:
     padded = 1
     for src, k, d in zip(geo.src, geo.kernel, geo.dilation):
         padded *= src + d * k
-    sizes = {"src": batch * geo.src_c * int(np.prod(geo.src)), "dst": batch * geo.dst_c * int(np.prod(geo.dst)),
-             "weight": geo.src_c * int(np.prod(geo.kernel)) * (geo.dst_c // g),
+    # math.prod: exact Python ints (np.prod wraps around in int64: a huge stride or output passed the checks)
+    sizes = {"src": batch * geo.src_c * math.prod(geo.src), "dst": batch * geo.dst_c * math.prod(geo.dst),
+             "weight": geo.src_c * math.prod(geo.kernel) * (geo.dst_c // g),
              "padded src": batch * (geo.src_c + 32 * g) * padded}
     for name, n in sizes.items():
         if n * 4 + 4096 >= 1 << 63:
             raise ValueError(f"conv: the {name} tensor of {n} elements overflows 64-bit byte sizes")
-    entries = sum(s * k for s, k in zip(geo.stride, geo.kernel)) + int(np.prod(geo.stride)) + \
-        int(np.prod(geo.kernel)) + sum(geo.dst) + geo.dst[0] * geo.dst[1] + int(np.prod(geo.dst)) // 16
+    entries = sum(s * k for s, k in zip(geo.stride, geo.kernel)) + math.prod(geo.stride) + \
+        math.prod(geo.kernel) + sum(geo.dst) + geo.dst[0] * geo.dst[1] + math.prod(geo.dst) // 16
     if entries > MAX_PLAN:
         raise ValueError(f"conv: the geometry needs {entries} plan entries (stride·kernel, strides, kernel taps, "
                          f"output rows and pixels / 16); expected at most {MAX_PLAN}")

@@ -423,8 +423,8 @@ def conv_transpose(X: Any, W: Any, B: Any = None, *, auto_pad: Any = "NOTSET", d
     out_dtype = _BFLOAT16 if dtype == _BFLOAT16 else _FLOAT32
     y = function(x, w, b, **geometry.synet_kwargs(), out_dtype=out_dtype, n_threads=n_threads)
     if y.shape != geometry.output_shape:  # a contract between this module and synet, not a user error
-        raise RuntimeError(f"synet.{geometry.synet_function} returned shape {y.shape}, expected "
-                           f"{geometry.output_shape}")
+        raise synet.InternalError(f"synet.{geometry.synet_function} returned shape {y.shape}, expected "
+                                  f"{geometry.output_shape}")
     return y if y.dtype == dtype else y.astype(dtype)
 
 

@@ -1,6 +1,5 @@
 """BF16 helpers against ml_dtypes and an exact float64 reference."""
 
-import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given
@@ -9,7 +8,7 @@ from hypothesis.extra import numpy as hnp
 
 import synet
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
+from reference import BF16, bf16_bits_by_search, bf16_round
 LOW_HALVES = np.array([0x0000, 0x0001, 0x7FFF, 0x8000, 0x8001, 0xFFFF], dtype=np.uint32)
 
 
@@ -74,47 +73,6 @@ def test_truncate_drops_low_bits_and_keeps_nan():
     np.testing.assert_array_equal(ours[kept_payload], expected[kept_payload])
 
 
-def bf16_reference_from_float64(d):
-    """Round float64 values once to bfloat16 (nearest-even), exactly, by searching neighbours."""
-    with np.errstate(invalid="ignore"):
-        table = np.arange(1 << 16, dtype=np.uint16).view(BF16).astype(np.float64)
-    keep = np.isfinite(table) & ~((np.arange(1 << 16) == 0x8000))  # drop NaN/inf and -0
-    values = table[keep]
-    codes = np.arange(1 << 16, dtype=np.uint16)[keep]
-    order = np.argsort(values, kind="stable")
-    values, codes = values[order], codes[order]
-    out = np.empty(d.shape, np.uint16)
-    for n, v in enumerate(d):
-        if np.isnan(v):
-            out[n] = 0xFFC0 if np.signbit(v) else 0x7FC0
-            continue
-        if v == 0:
-            out[n] = 0x8000 if np.signbit(v) else 0
-            continue
-        biggest = values[-1]
-        if abs(v) >= biggest:
-            ulp = biggest - values[-2]
-            over = abs(v) - biggest  # exact: abs(v) within [biggest, 2*biggest)
-            if over >= ulp / 2 or np.isinf(v):  # the tie goes to the even neighbour, 2**128 = inf
-                out[n] = 0xFF80 if v < 0 else 0x7F80
-            else:
-                out[n] = codes[-1] | (0x8000 if v < 0 else 0)
-            continue
-        hi = np.searchsorted(values, v, side="left")
-        if values[hi] == v:
-            out[n] = codes[hi]
-            continue
-        lo = hi - 1
-        below, above = v - values[lo], values[hi] - v
-        if below < above or (below == above and codes[lo] % 2 == 0):
-            out[n] = codes[lo]
-        else:
-            out[n] = codes[hi]
-        if out[n] == 0 and v < 0:  # rounding to zero keeps the sign
-            out[n] = 0x8000
-    return out
-
-
 def test_float64_is_rounded_once():
     # float32 rounding would make this an exact tie and round it down to 1.0 (double rounding)
     d = np.array([1 + 2**-8 + 2**-30, -(1 + 2**-8 + 2**-30)])
@@ -124,13 +82,43 @@ def test_float64_is_rounded_once():
 
 @given(hnp.arrays(np.float64, st.integers(0, 64), elements=st.floats(allow_nan=True, allow_infinity=True)))
 def test_float64_rounding_matches_exact_reference(d):
-    np.testing.assert_array_equal(bits(synet.float32_to_bfloat16(d)), bf16_reference_from_float64(d))
+    np.testing.assert_array_equal(bits(synet.float32_to_bfloat16(d)), bf16_bits_by_search(d))
 
 
 def test_float64_edges():
     d = np.array([2.0**-133, 2.0**-134, 3 * 2.0**-135, 2.0**-126 * (1 - 2**-9), 2.0**128, 3.3961e38, 1e300,
                   -1e300, 5e-324, np.inf, -np.inf])
-    np.testing.assert_array_equal(bits(synet.float32_to_bfloat16(d)), bf16_reference_from_float64(d))
+    np.testing.assert_array_equal(bits(synet.float32_to_bfloat16(d)), bf16_bits_by_search(d))
+
+
+def assert_references_agree(d):
+    """tests/reference.py's vectorised bf16_round (used by the deconvolution tests) equals the search."""
+    expected = bf16_bits_by_search(d).view(BF16).astype(np.float64)
+    got = bf16_round(d)
+    assert np.array_equal(got, expected, equal_nan=True) and np.array_equal(np.signbit(got), np.signbit(expected))
+
+
+@given(hnp.arrays(np.float64, st.integers(0, 64), elements=st.floats(allow_nan=True, allow_infinity=True)))
+def test_the_two_float64_references_agree(d):
+    assert_references_agree(d)
+
+
+def every_tie_float64():
+    """Every tie between two positive bfloat16 values (subnormals included), their negatives, values just off
+    the ties, and the extremes."""
+    values = np.arange(0x7F80, dtype=np.uint16).view(BF16).astype(np.float64)     # +0 ... the largest finite
+    ties = np.append((values[:-1] + values[1:]) / 2, values[-1] + (values[-1] - values[-2]) / 2)
+    off = np.concatenate([np.nextafter(ties, 0), np.nextafter(ties, np.inf)])
+    return np.concatenate([ties, -ties, off[::5], -off[2::5], [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 1e300]])
+
+
+def test_the_two_float64_references_agree_on_every_tie():
+    assert_references_agree(every_tie_float64())
+
+
+def test_float64_rounding_on_every_tie():
+    d = every_tie_float64()
+    np.testing.assert_array_equal(bits(synet.float32_to_bfloat16(d)), bf16_bits_by_search(d))
 
 
 def test_float64_truncate_rounds_toward_zero():

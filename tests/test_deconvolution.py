@@ -1,11 +1,9 @@
 """Deconvolution16b / conv_transpose2d against an independent float64 NumPy reference."""
 
 import dataclasses
-import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
@@ -14,107 +12,13 @@ import synet
 from synet import Activation, Compatibility, ConvParams, DataType, Deconvolution16b, conv_transpose2d
 from synet._deconvolution import HARDWARE_BF16, amx_available
 
-HARDWARE_AMX = amx_available()
+from reference import BF16, activate, activation_slope, assert_close, bf16_round, reference_nd
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
+HARDWARE_AMX = amx_available()
 
 
 # ---------------------------------------------------------------------------------------------
-# Reference
-
-
-def bf16_round(a):
-    """float64 copy of the values rounded to bfloat16 (nearest-even), as the op does."""
-    return np.asarray(a, np.float32).astype(BF16).astype(np.float64)
-
-
-def reference(x, w, bias, stride, pads, dilation, groups):
-    """Transposed convolution in float64 on NCHW x [N, C, H, W], weight [C, Cg_out, kY, kX].
-
-    pads = (top, left, bottom, right); a negative bottom/right adds rows/columns (output_padding).
-    Returns (result incl. bias, Σ|x·w| per output).
-    """
-    n, c, h, wd = x.shape
-    cg_out, ky, kx = w.shape[1:]
-    sy, sx = stride
-    dy, dx = dilation
-    top, left, bottom, right = pads
-    dst_h = sy * (h - 1) + dy * (ky - 1) + 1 - top - bottom
-    dst_w = sx * (wd - 1) + dx * (kx - 1) + 1 - left - right
-    full_h = max(sy * (h - 1) + dy * (ky - 1) + 1, top + dst_h)
-    full_w = max(sx * (wd - 1) + dx * (kx - 1) + 1, left + dst_w)
-    out = np.zeros((n, groups, cg_out, full_h, full_w))
-    mag = np.zeros_like(out)
-    xg = x.reshape(n, groups, c // groups, h, wd)
-    wg = w.reshape(groups, c // groups, cg_out, ky, kx)
-    for a in range(ky):
-        for b in range(kx):
-            where = (Ellipsis, slice(a * dy, a * dy + sy * (h - 1) + 1, sy), slice(b * dx, b * dx + sx * (wd - 1) + 1, sx))
-            out[where] += np.einsum("ngchw,gcd->ngdhw", xg, wg[:, :, :, a, b])
-            mag[where] += np.einsum("ngchw,gcd->ngdhw", np.abs(xg), np.abs(wg[:, :, :, a, b]))
-    out = out.reshape(n, -1, full_h, full_w)[:, :, top:top + dst_h, left:left + dst_w]
-    mag = mag.reshape(n, -1, full_h, full_w)[:, :, top:top + dst_h, left:left + dst_w]
-    if bias is not None:
-        out = out + np.asarray(bias, np.float64)[None, :, None, None]
-    return out, mag
-
-
-def activate(x, act, params, channel_axis=1):
-    """SPEC §2's activations in float64."""
-    p = params
-    if act == Activation.IDENTITY:
-        return x
-    if act == Activation.RELU:
-        return np.maximum(x, 0)
-    if act == Activation.LEAKY_RELU:
-        return np.where(x > 0, x, p[0] * x)
-    if act == Activation.RESTRICT_RANGE:
-        return np.minimum(np.maximum(p[0], x), p[1])
-    if act == Activation.PRELU:
-        shape = [1] * x.ndim
-        shape[channel_axis] = -1
-        return np.where(x > 0, x, np.asarray(p, np.float64).reshape(shape) * x)
-    if act == Activation.ELU:
-        return np.where(x >= 0, x, p[0] * np.expm1(np.minimum(x, 0)))
-    if act == Activation.HSWISH:
-        return np.maximum(np.minimum(x, p[0]) + p[0], 0) * p[1] * x
-    if act == Activation.MISH:
-        return np.where(x > p[0], x, x * np.tanh(np.log1p(np.exp(np.minimum(x, p[0])))))
-    if act == Activation.HARD_SIGMOID:
-        return np.maximum(0, np.minimum(x * p[0] + p[1], 1))
-    if act == Activation.SWISH:
-        return x / (1 + np.exp(-p[0] * x))
-    if act == Activation.GELU:
-        return x * (1 + np.vectorize(math.erf, otypes=[np.float64])(x / math.sqrt(2))) / 2
-    raise AssertionError(act)
-
-
-DEFAULTS = {Activation.LEAKY_RELU: [0.01], Activation.RESTRICT_RANGE: [0.0, 6.0], Activation.ELU: [1.0],
-            Activation.HSWISH: [3.0, 1 / 6], Activation.MISH: [20.0], Activation.HARD_SIGMOID: [1 / 6, 0.5],
-            Activation.SWISH: [1.0]}
-
-
-def assert_close(got, ref, mag, dst_bf16):
-    """FP32: within 1e-5·Σ|x·w| (x2 for the activation's slope) + float32 rounding; BF16: + one BF16 ulp."""
-    got = got.astype(np.float64)
-    tol = 2e-5 * mag + 2e-7 * np.abs(ref) + 1e-30
-    if dst_bf16:
-        tol = tol + np.abs(ref) * 2.0 ** -7
-    bad = ~(np.abs(got - ref) <= tol) & ~(np.isnan(got) & np.isnan(ref))
-    assert not bad.any(), (f"{bad.sum()} of {bad.size} outside tolerance; worst at {np.argwhere(bad)[0]}: "
-                           f"got {got[bad][0]}, expected {ref[bad][0]}")
-
-
-def assert_matches_nonfinite(got, ref, mag, dst_bf16):
-    """NaN exactly where the reference has NaN, ±inf exactly equal, the finite values as `assert_close`."""
-    got = got.astype(np.float64)
-    nan_got, nan_ref = np.isnan(got), np.isnan(ref)
-    assert np.array_equal(nan_got, nan_ref), (f"NaN at {np.argwhere(nan_got & ~nan_ref)[:3].tolist()} (not in the "
-                                              f"reference), missing at {np.argwhere(nan_ref & ~nan_got)[:3].tolist()}")
-    infinite = np.isinf(ref)
-    assert np.array_equal(got[infinite], ref[infinite]), np.argwhere(infinite & (got != ref))[:3].tolist()
-    finite = np.isfinite(ref)
-    assert_close(got[finite], ref[finite], mag[finite], dst_bf16)
+# Helpers (the float64 reference is tests/reference.py's reference_nd)
 
 
 def to_nhwc(a):
@@ -155,15 +59,9 @@ def run_case(fmt, n, cg_in, cg_out, groups, hw, kernel, stride, dilation, pads, 
     y = d.forward(xs, n_threads=n_threads)
     assert y.dtype == (BF16 if dst_bf16 else np.float32)
     assert y.shape == ((n, conv.dst_h, conv.dst_w, c_out) if nhwc else (n, c_out, conv.dst_h, conv.dst_w))
-    ref, mag = reference(bf16_round(x), bf16_round(w), b, stride, pads, dilation, groups)
-    p = params if params is not None else DEFAULTS.get(act)
-    if p is not None:  # the op takes its parameters as FP32
-        p = np.asarray(p, np.float32).astype(np.float64)
-    ref = activate(ref, act, p)
-    if len(bad_weights):
-        assert_matches_nonfinite(to_nchw(y) if nhwc else y, ref, mag, dst_bf16)
-    else:
-        assert_close(to_nchw(y) if nhwc else y, ref, mag, dst_bf16)
+    ref, mag = reference_nd(bf16_round(x), bf16_round(w), b, stride, pads[:2], pads[2:], dilation, groups)
+    ref = activate(ref, act, params)   # (params None: the defaults; taken as FP32, as the op does)
+    assert_close(to_nchw(y) if nhwc else y, ref, mag, dst_bf16, activation_slope(act, params))
     return d, xs, y
 
 
@@ -415,8 +313,8 @@ def test_seed_example():
     d.set_params(weight, np.zeros(4, np.float32), None)
     dst = np.zeros((1, 6, 6, 4), np.float32)
     d.forward(src, None, dst)
-    ref, mag = reference(bf16_round(to_nchw(src)), bf16_round(weight.reshape(4, 2, 2, 4).transpose(0, 3, 1, 2)),
-                         None, (2, 2), (0, 0, 0, 0), (1, 1), 1)
+    ref, mag = reference_nd(bf16_round(to_nchw(src)), bf16_round(weight.reshape(4, 2, 2, 4).transpose(0, 3, 1, 2)),
+                            None, (2, 2), (0, 0), (0, 0), (1, 1), 1)
     assert_close(to_nchw(dst), ref, mag, False)
 
 
@@ -602,20 +500,6 @@ def test_conv_transpose2d_errors():
         conv_transpose2d(x, w, layout="CHWN")
 
 
-def _activation_float64(name, x, params):
-    """The activation of SPEC §2 in float64 of float32 `x` and float32 `params`."""
-    p = [float(np.float32(v)) for v in params]
-    if name == "elu":
-        return np.where(x >= 0, x, p[0] * np.expm1(x))
-    if name == "hswish":
-        return np.maximum(np.minimum(x, p[0]) + p[0], 0) * p[1] * x
-    if name == "mish":
-        return np.where(x > p[0], x, x * np.tanh(np.log1p(np.exp(x))))
-    if name == "swish":
-        return x / (1 + np.exp(-p[0] * x))
-    return 0.5 * x * np.array([math.erfc(-v / math.sqrt(2)) for v in x])   # gelu
-
-
 @pytest.mark.parametrize("name, params", [("elu", [1.0]), ("elu", [0.3]), ("hswish", [3.0, 1 / 6]), ("mish", [20.0]),
                                           ("swish", [1.0]), ("swish", [0.7]), ("gelu", [])])
 def test_transcendental_activations_within_half_ulp(name, params):
@@ -625,7 +509,7 @@ def test_transcendental_activations_within_half_ulp(name, params):
     x = x[np.isfinite(x) & (np.abs(x) < 60)]
     got = conv_transpose2d(x.reshape(1, 1, 1, -1), np.ones((1, 1, 1, 1), np.float32), activation=name,
                            activation_params=params or None).reshape(-1).astype(np.float64)
-    ref = _activation_float64(name, x.astype(np.float64), params)
+    ref = activate(x.astype(np.float64), Activation[name.upper()], params or None)
     ulp = np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)   # ulp of float32 at |ref|
     err = np.abs(got - ref) / np.maximum(ulp, 2.0 ** -149)
     assert err.max() <= 0.5 + 1e-9, (x[err.argmax()], got[err.argmax()], ref[err.argmax()], err.max())

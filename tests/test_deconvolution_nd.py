@@ -1,10 +1,11 @@
 """conv_transpose1d / conv_transpose3d and Deconvolution3d16b against an independent float64 reference
 (and PyTorch in float64 where installed); 1-D and 3-D agree bit for bit with the 2-D form."""
 
-import itertools
+import os
 import pickle
+import subprocess
+import sys
 
-import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
@@ -12,37 +13,7 @@ from hypothesis import given, strategies as st
 import synet
 from synet import Activation, ConvParams3d, Deconvolution3d16b
 
-from test_deconvolution import DEFAULTS, activate, assert_close, assert_matches_nonfinite, bf16_round
-
-BF16 = np.dtype(ml_dtypes.bfloat16)
-
-
-def reference_nd(x, w, bias, stride, begin, end, dilation, groups):
-    """Transposed convolution in float64, channels first: x [N, C, *S], w [C, Cg_out, *K]; `end` pads may be
-    negative (output_padding). Returns (result incl. bias, Σ|x·w| per output)."""
-    n, c, *size = x.shape
-    cg_out, *kernel = w.shape[1:]
-    dims = len(size)
-    full = [s * (i - 1) + d * (k - 1) + 1 for i, k, s, d in zip(size, kernel, stride, dilation)]
-    dst = [f - b - e for f, b, e in zip(full, begin, end)]
-    span = [max(f, b + o) for f, b, o in zip(full, begin, dst)]
-    out = np.zeros((n, groups, cg_out, *span))
-    mag = np.zeros_like(out)
-    xg = x.reshape(n, groups, c // groups, *size)
-    wg = w.reshape(groups, c // groups, cg_out, *kernel)
-    letters = "hwd"[:dims]
-    for taps in itertools.product(*(range(k) for k in kernel)):
-        where = (Ellipsis,) + tuple(slice(t * d, t * d + s * (i - 1) + 1, s)
-                                    for t, d, s, i in zip(taps, dilation, stride, size))
-        rule = f"ngc{letters},gce->nge{letters}"
-        out[where] += np.einsum(rule, xg, wg[(Ellipsis, *taps)])
-        mag[where] += np.einsum(rule, np.abs(xg), np.abs(wg[(Ellipsis, *taps)]))
-    crop = (slice(None), slice(None)) + tuple(slice(b, b + o) for b, o in zip(begin, dst))
-    out = out.reshape(n, -1, *span)[crop]
-    mag = mag.reshape(n, -1, *span)[crop]
-    if bias is not None:
-        out = out + np.asarray(bias, np.float64).reshape((1, -1) + (1,) * dims)
-    return out, mag
+from reference import BF16, activate, activation_slope, assert_close, bf16_round, reference_nd
 
 
 FUNCTIONS = {1: synet.conv_transpose1d, 3: synet.conv_transpose3d}
@@ -80,7 +51,7 @@ def run_case(case):
     w = rng.standard_normal((case["c_in"], case["c_out"] // g, *case["kernel"])).astype(np.float32)
     bias = rng.standard_normal(case["c_out"]).astype(np.float32)
     act = case["act"]
-    params = rng.uniform(-1, 1, case["c_out"]) if act == Activation.PRELU else DEFAULTS.get(act)
+    params = rng.uniform(-1, 1, case["c_out"]) if act == Activation.PRELU else None   # None: the defaults
     channels_last = case["layout"] in ("NLC", "NDHWC")
     xs = np.moveaxis(x, 1, -1).copy() if channels_last else x
     ws = np.moveaxis(w, 1, -1).copy() if channels_last else w
@@ -88,30 +59,28 @@ def run_case(case):
         xs = xs.astype(BF16)
     got = FUNCTIONS[dims](xs, ws, bias, case["stride"], case["begin"] + case["end"], case["extra"], g,
                           case["dilation"], layout=case["layout"], activation=act,
-                          activation_params=params if act == Activation.PRELU else None,
+                          activation_params=params,
                           out_dtype=BF16 if case["dst"] == "bf16" else np.float32, n_threads=case["threads"])
     if channels_last:
         got = np.moveaxis(got, -1, 1)
     end = tuple(e - o for e, o in zip(case["end"], case["extra"]))
     ref, mag = reference_nd(bf16_round(x), bf16_round(w), bias, case["stride"], case["begin"], end,
                             case["dilation"], g)
-    ref = activate(ref, act, params) if act != Activation.IDENTITY else ref
+    ref = activate(ref, act, params)
     assert got.shape == ref.shape
-    return got, ref, mag
+    return got, ref, mag, activation_slope(act, params)
 
 
 @given(cases(1))
 def test_conv_transpose1d_matches_reference(case):
-    got, ref, mag = run_case(case)
-    assert_close(got.astype(np.float32), ref, mag * (2 if case["act"] != Activation.IDENTITY else 1),
-                 case["dst"] == "bf16")
+    got, ref, mag, slope = run_case(case)
+    assert_close(got, ref, mag, case["dst"] == "bf16", slope)
 
 
 @given(cases(3))
 def test_conv_transpose3d_matches_reference(case):
-    got, ref, mag = run_case(case)
-    assert_close(got.astype(np.float32), ref, mag * (2 if case["act"] != Activation.IDENTITY else 1),
-                 case["dst"] == "bf16")
+    got, ref, mag, slope = run_case(case)
+    assert_close(got, ref, mag, case["dst"] == "bf16", slope)
 
 
 @pytest.mark.parametrize("layout", ["NCL", "NLC"])
@@ -218,6 +187,18 @@ def test_3d_context_pickles_and_rejects_2d_params():
         synet.Deconvolution16b(1, d.conv)
 
 
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="KNOWN BUG: Deconvolution16b.__reduce__ pickles an uninitialised (or cleared) context "
+                   "as (_restore, (version, None, None)) and _restore picks the class from the ConvParams "
+                   "type, so a Deconvolution3d16b comes back as a Deconvolution16b (synet/_deconvolution.pyx)")
+@pytest.mark.parametrize("cleared", [False, True])
+def test_an_uninitialised_3d_context_pickles_as_itself(cleared):
+    d = context_3d()[0] if cleared else Deconvolution3d16b()
+    if cleared:
+        d.clear()
+    assert type(pickle.loads(pickle.dumps(d))) is Deconvolution3d16b
+
+
 def test_3d_nonfinite_weights_use_exact_borders():
     rng = np.random.default_rng(6)
     x = rng.standard_normal((1, 4, 3, 4, 5)).astype(np.float32)
@@ -226,7 +207,7 @@ def test_3d_nonfinite_weights_use_exact_borders():
     w[3, 0, 1, 0, 0] = np.inf
     got = synet.conv_transpose3d(x, w, None, (1, 2, 2), (0, 1, 1))
     ref, mag = reference_nd(bf16_round(x), bf16_round(w), None, (1, 2, 2), (0, 1, 1), (0, 1, 1), (1, 1, 1), 1)
-    assert_matches_nonfinite(got, ref, mag, False)
+    assert_close(got, ref, mag, False)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -256,3 +237,60 @@ def test_empty_batches():
         == (0, 3, 10)
     assert synet.conv_transpose3d(np.ones((0, 2, 1, 2, 3), np.float32), np.ones((2, 3, 2, 2, 2), np.float32),
                                   stride=2).shape == (0, 3, 2, 4, 6)
+
+
+def _no_input_call(dims):
+    """conv_transpose{dims}d with no input channel into an `out`: (result, out)."""
+    fn = {1: synet.conv_transpose1d, 2: synet.conv_transpose2d, 3: synet.conv_transpose3d}[dims]
+    x = np.ones((2, 0) + (3,) * dims, np.float32)
+    w = np.ones((0, 2) + (2,) * dims, np.float32)
+    out = np.zeros((2, 2) + (4,) * dims, np.float32)
+    return fn(x, w, np.array([5.0, -1.0], np.float32), out=out, activation="relu"), out
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_no_input_writes_act_bias_into_out(dims):
+    result, out = _no_input_call(dims)
+    assert (out[:, 0] == 5).all() and (out[:, 1] == 0).all()
+    assert np.shares_memory(result, out) and result.shape == out.shape
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="KNOWN BUG: with no input reaching the output (no input channel, or an empty length), "
+                   "conv_transpose{1,2,3}d(..., out=out) writes act(bias) into `out` but returns a reshaped view of "
+                   "it, not `out` (synet/_deconvolution.pyx, _conv_transpose's 'bias' branch)")
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_out_is_returned_when_no_input_reaches_it(dims):
+    result, out = _no_input_call(dims)
+    assert result is out
+
+
+_HUGE_GEOMETRY = """if True:
+    import resource, sys, numpy as np, synet
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))   # a regression fails here, not the machine
+    x = np.ones((1, 2, 4, 4, 4), np.float32)
+    w = np.ones((2, 1, 2, 2, 2), np.float32)
+    for stride in (8472028, (3, 2**21, 2**21), (2**22, 2**22, 1), 2**31 - 1):
+        try:
+            synet.conv_transpose3d(x, w, stride=stride)
+            print("result")
+        except ValueError as error:
+            print("ValueError", str(error).split(":")[0])
+    context = synet.Deconvolution3d16b()
+    try:
+        context.init(1, synet.ConvParams3d.deconvolution(2, 4, 4, 4, 1, 2, 8472028))
+        print("init")
+    except ValueError as error:
+        print("ValueError", str(error).split(":")[0])
+"""
+
+
+@pytest.mark.skipif(bool(os.environ.get("SYNET_SANITIZED")), reason="AddressSanitizer needs more address space")
+def test_products_beyond_int64_are_refused_at_once(tmp_path):
+    """A stride whose product over the three axes, or an output whose element count, passes 2**63 is a
+    ValueError before any table is built (np.prod wrapped around in int64, so a stride of 8472028 planned
+    8472028 phases per axis: minutes and 20+ GB, then the OOM killer)."""
+    out = subprocess.run([sys.executable, "-c", _HUGE_GEOMETRY], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[:-1] == ["ValueError conv"] * 5, out.stdout

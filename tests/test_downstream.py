@@ -111,6 +111,11 @@ def test_bf16_array_functions_give_the_same_bits(downstream, n_threads):
     np.testing.assert_array_equal(back, synet.bfloat16_to_float32(raw))
 
 
+def test_bf16_array_functions_status_codes(downstream):
+    """SYNET_VALUE_ERROR (1) for a NULL pointer or a negative size; no elements need no pointers."""
+    assert downstream.bf16_bad_calls() == ((1, 1, 1, 0), (1, 1, 1, 0))
+
+
 @pytest.mark.parametrize("act, shapes, size", [
     ("identity", ((1, 16, 40, 40), (1, 16, 40, 40)), None),   # folded
     ("relu", ((1, 16, 40, 40), (1, 16, 1, 1)), None),         # folded, per-channel
@@ -225,3 +230,42 @@ def test_deconvolution_nonfinite_weights_plan(downstream, fmt, groups):
     dst = np.zeros_like(expected)
     assert downstream.deconvolution(context, x.view(np.uint8), buf, dst.reshape(-1).view(np.uint8), 2) == 0
     assert np.array_equal(dst.view(np.uint8), expected.view(np.uint8))
+
+
+@pytest.mark.parametrize("layout", ["NCDHW", "NDHWC"])
+def test_deconvolution_3d_context_through_the_c_api(downstream, layout):
+    """A Deconvolution3d16b is a Deconvolution16b: its plan runs through deconvolution_run with the same bits."""
+    rng = np.random.default_rng(11)
+    conv = synet.ConvParams3d.deconvolution(20, 3, 4, 5, 12, 3, 2, 1, 1, 1, "relu", format=layout)
+    context = synet.Deconvolution3d16b(2, conv)
+    context.set_params(rng.standard_normal(20 * 27 * 12).astype(np.float32), rng.standard_normal(12))
+    x = rng.standard_normal(2 * 20 * 3 * 4 * 5).astype(np.float32)
+    expected = context.forward(x, n_threads=2)
+    size = downstream.deconvolution_buf_size(context)
+    assert size == context.external_buffer_size()
+    buf = np.empty(size, np.uint8) if size else None
+    dst = np.zeros_like(expected)
+    assert downstream.deconvolution(context, x.view(np.uint8), buf, dst.reshape(-1).view(np.uint8), 2) == 0
+    assert np.array_equal(dst.view(np.uint8), expected.view(np.uint8))
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="KNOWN INCONSISTENCY: gather_run / gather_elements return SYNET_VALUE_ERROR for "
+                   "n_threads < 1, quantized_add_run, deconvolution_run, bf16_round and bf16_widen run on one "
+                   "thread (capi.pxd does not say which is meant)")
+@pytest.mark.parametrize("n_threads", [0, -1])
+def test_runners_agree_on_a_thread_count_below_one(downstream, n_threads):
+    src, idx, dst = np.ones(6, np.float32), np.zeros(4, np.int64), np.zeros(4, np.float32)
+    add = synet.QuantizedAdd([4], "u8", 0.1, 0, [4], "u8", 0.1, 0, "relu", None, "u8", 0.1, 0)
+    a = np.zeros(4, np.uint8)
+    context, x = _deconvolution_context("NCHW", "f32", "f32", 4, 2, 1, "relu", 12)
+    out = context.forward(x)
+    buf = np.empty(max(context.external_buffer_size(), 1), np.uint8)
+    raw = np.zeros(6, np.uint16)
+    statuses = {"gather_elements": downstream.gather(src, idx, dst, 1, 6, 1, 4, n_threads),
+                "quantized_add_run": downstream.quantized_add(add, a, a, a.copy(), n_threads),
+                "deconvolution_run": downstream.deconvolution(context, x.view(np.uint8), buf,
+                                                              np.zeros_like(out).reshape(-1).view(np.uint8), n_threads),
+                "bf16_round": downstream.round_array(src, raw, 0, n_threads),
+                "bf16_widen": downstream.widen_array(raw, src.copy(), n_threads)}
+    assert len(set(statuses.values())) == 1, statuses

@@ -12,6 +12,8 @@ import pytest
 
 import synet
 
+from reference import gather_reference
+
 
 def rss_bytes():
     with open("/proc/self/statm") as f:
@@ -44,10 +46,8 @@ def test_shared_contexts_under_random_concurrent_calls():
     gather = synet.GatherElements("float32", "int64", True, 1, [4], 97, 33, 61)
     cases = [gather_case(seed) for seed in range(6)]
     gather.set_index(cases[0][1])
-    expected = {seed: np.take_along_axis(src, np.where(idx < 0, idx + 97, idx), 1)
-                for seed, (src, idx) in enumerate(cases)}
-    constant = {seed: np.take_along_axis(src, np.where(cases[0][1] < 0, cases[0][1] + 97, cases[0][1]), 1)
-                for seed, (src, _) in enumerate(cases)}
+    expected = {seed: gather_reference(src, idx, 1) for seed, (src, idx) in enumerate(cases)}
+    constant = {seed: gather_reference(src, cases[0][1], 1) for seed, (src, _) in enumerate(cases)}
     x = np.random.default_rng(9).standard_normal(1 << 16).astype(np.float32)
     bf16 = synet.float32_to_bfloat16(x, n_threads=1)
     qa = np.random.default_rng(10).integers(0, 256, (1, 64, 40, 40), dtype=np.uint8)

@@ -10,7 +10,8 @@
 * Attribute mapping (auto_pad, output_shape, output_padding, pads, group, dilation) against
   onnxruntime's float32 ConvTranspose and the float64 reference, and the errors for bad attributes.
 
-The float64 references below are written from the ONNX specification, independently of synet.onnx.
+The float64 references (tests/reference.py, and the pads of the ONNX specification below) are written
+independently of synet.onnx.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import time
 import warnings
 import zlib
 
-import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import assume, event, given, strategies as st
@@ -34,6 +34,8 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 import synet  # noqa: E402
 import synet.onnx as sonnx  # noqa: E402
 
+from reference import BF16, bf16_round, check_quantized, dequantize, reference_nd  # noqa: E402
+
 try:
     import onnxruntime as ort
 except ImportError:  # pragma: no cover
@@ -41,22 +43,11 @@ except ImportError:  # pragma: no cover
 
 needs_ort = pytest.mark.skipif(ort is None, reason="onnxruntime is not installed")
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
 OPSET = 22  # ConvTranspose-22, GatherElements-13, QuantizeLinear-21 ...
 
 
 # ---------------------------------------------------------------------------------------------
-# Independent float64 references (from the ONNX specification)
-
-
-def bf16_round(a):
-    """float64 values of `a` rounded once to bfloat16 (nearest-even), as synet's kernels do. A float64
-    input is rounded directly to 8 significant bits (normal range only: enough for these tests)."""
-    a = np.asarray(a)
-    if a.dtype == np.float64:
-        mantissa, exponent = np.frexp(a)
-        return np.ldexp(np.rint(mantissa * 256.0) / 256.0, exponent)
-    return np.asarray(a, np.float32).astype(BF16).astype(np.float64)
+# float64 references (tests/reference.py) with ONNX's attributes (from the ONNX specification)
 
 
 def spec_pads(x_shape, w_shape, attrs):
@@ -89,44 +80,14 @@ def spec_pads(x_shape, w_shape, attrs):
 
 
 def convt_ref(x, w, b, attrs):
-    """ConvTranspose in float64 by its definition: every x[n, c, i] * w[c, m, k] lands on full output
-    position i * stride + k * dilation; the output is the full output cropped by the pads (a negative
-    pad extends it with positions nothing reaches), extended by output_padding, plus B.
-    Returns (y, sum of |x * w| per output element)."""
-    x = np.asarray(x, np.float64)
-    w = np.asarray(w, np.float64)
-    n = x.ndim - 2
-    group = attrs.get("group", 1)
-    pads, op, full = spec_pads(x.shape, w.shape, attrs)
-    s = attrs.get("strides", [1] * n)
-    d = attrs.get("dilations", [1] * n)
-    batch, c = x.shape[:2]
-    cg, mg = c // group, w.shape[1]
-    ins, ks = x.shape[2:], w.shape[2:]
-    y = np.zeros((batch, mg * group, *full))
-    mag = np.zeros_like(y)
-    for g in range(group):
-        xg = x[:, g * cg:(g + 1) * cg]
-        for k in np.ndindex(*ks):
-            wk = w[(slice(g * cg, (g + 1) * cg), slice(None)) + k]
-            where = (slice(None), slice(g * mg, (g + 1) * mg)) + tuple(
-                slice(k[a] * d[a], k[a] * d[a] + s[a] * (ins[a] - 1) + 1, s[a]) for a in range(n))
-            y[where] += np.moveaxis(np.tensordot(xg, wk, axes=([1], [0])), -1, 1)
-            mag[where] += np.moveaxis(np.tensordot(np.abs(xg), np.abs(wk), axes=([1], [0])), -1, 1)
-    out = [full[a] + op[a] - pads[a] - pads[a + n] for a in range(n)]
-    assert min(out) >= 1, (out, pads)
-    res = np.zeros((batch, mg * group, *out))
-    rmag = np.zeros_like(res)
-    dst, src = [slice(None)] * 2, [slice(None)] * 2
-    for a in range(n):
-        lo, hi = max(0, -pads[a]), min(out[a], full[a] - pads[a])
-        dst.append(slice(lo, max(lo, hi)))
-        src.append(slice(lo + pads[a], max(lo, hi) + pads[a]))
-    res[tuple(dst)] = y[tuple(src)]
-    rmag[tuple(dst)] = mag[tuple(src)]
-    if b is not None:
-        res += np.asarray(b, np.float64).reshape(1, -1, *[1] * n)
-    return res, rmag
+    """ConvTranspose in float64 by its definition (tests/reference.py's reference_nd: every x[n, c, i] * w[c, m, k]
+    lands on full output position i * stride + k * dilation) with the specification's pads: the full output
+    cropped by the pads (a negative pad extends it with positions nothing reaches), extended by output_padding,
+    plus B. Returns (y, sum of |x * w| per output element)."""
+    n = np.ndim(x) - 2
+    pads, op, _ = spec_pads(np.shape(x), np.shape(w), attrs)
+    return reference_nd(x, w, b, attrs.get("strides", [1] * n), pads[:n], [pads[n + a] - op[a] for a in range(n)],
+                        attrs.get("dilations", [1] * n), attrs.get("group", 1))
 
 
 def spec_tolerance(ref, mag):
@@ -140,12 +101,6 @@ def fp32_tolerance(ref, mag):
     significant bits) is within 2**-8 (relative) of the float32 one, so each product within
     2**-7 + 2**-16; both sums add their float32 error (<= 1e-5 * sum|x * w| each)."""
     return (2.0 ** -7 + 2.0 ** -15 + 3e-5) * mag + 2.0 ** -22 * np.abs(ref)
-
-
-def quantize_ref(value, scale, zero, dtype):
-    info = np.iinfo(dtype)
-    q = np.rint(np.asarray(value, np.float64) / scale) + zero  # rint: half to even
-    return np.clip(np.nan_to_num(q, nan=info.min), info.min, info.max).astype(dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -840,22 +795,15 @@ def qlinear_add_model(dtype, a_shape, b_shape, quant, omit=()):
                       opsets=(("", OPSET), ("com.microsoft", 1)))
 
 
-def qlinear_value(a, b, quant):
-    a_scale, a_zero, b_scale, b_zero, c_scale, _ = (float(np.float32(v)) if i % 2 == 0 else int(v)
-                                                     for i, v in enumerate(quant))
-    return ((a.astype(np.float64) - a_zero) * a_scale + (b.astype(np.float64) - b_zero) * b_scale) / c_scale
-
-
 def check_qlinear(got, a, b, quant, dtype):
-    """SPEC section 5: exact wherever the float64 value is not within 1e-3 of a rounding tie, within 1
-    everywhere. Returns the mask of near-tie positions."""
-    value = qlinear_value(a, b, quant)
-    expected = quantize_ref(value, 1.0, int(quant[5]), dtype)
-    near_tie = np.abs(np.abs(value - np.floor(value)) - 0.5) < 1e-3
-    diff = np.abs(got.astype(np.int64) - expected.astype(np.int64))
-    assert diff.max(initial=0) <= 1
-    assert not np.any(diff[~near_tie]), np.argwhere(diff & ~near_tie)[:5]
-    return near_tie
+    """SPEC section 5 (tests/reference.py, with the scales as the float32 values the model holds): exact
+    wherever the float64 value is not within 1e-3 of a rounding tie, within 1 everywhere. Returns the mask
+    of near-tie positions."""
+    a_scale, a_zero, b_scale, b_zero, c_scale, c_zero = (float(np.float32(v)) if i % 2 == 0 else int(v)
+                                                         for i, v in enumerate(quant))
+    value = dequantize(a, a_scale, a_zero) + dequantize(b, b_scale, b_zero)
+    assert got.dtype == dtype
+    return check_quantized(got, value, c_scale, c_zero)
 
 
 SHAPES = [((2, 3, 4, 5), (2, 3, 4, 5)), ((2, 3, 4, 5), (1, 3, 1, 1)), ((4, 5), (2, 3, 4, 5)), ((257,), (1,)),

@@ -1,7 +1,6 @@
-"""QuantizedAdd against a float64 NumPy evaluation of SPEC section 5 written here, independently."""
+"""QuantizedAdd against a float64 NumPy evaluation of SPEC section 5 (tests/reference.py), independent of synet."""
 
 import copy
-import math
 import os
 import pickle
 import re
@@ -17,15 +16,15 @@ from hypothesis.extra import numpy as hnp
 import synet
 from synet import Activation, QuantizedAdd, quantized_add
 
+from reference import DEFAULTS, RANGES, activate, check_add as check
+
 ACTIVATIONS = list(Activation)
 U8, I8, F32 = np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.float32)
 TYPES = [U8, I8, F32]
 QTYPES = (U8, I8)
-RANGE = {U8: (0, 255), I8: (-128, 127)}  # quantised output range (and zero-point range)
+RANGE = RANGES  # quantised output range (and zero-point range)
 COMBOS = [(a, b, d) for a in TYPES for b in TYPES for d in TYPES]  # all 27
 SEED_Q = dict(a_scale=0.010, a_zero=47, b_scale=0.020, b_zero=30, dst_scale=0.015, dst_zero=38)
-TIE_TOLERANCE = 1e-3
-_erf = np.frompyfunc(math.erf, 1, 1)
 
 
 def combo_id(combo):
@@ -33,119 +32,14 @@ def combo_id(combo):
 
 
 # ---------------------------------------------------------------------------------------------
-# The reference
+# The reference: tests/reference.py (add_value, check_add, ...)
 
 
 def default_params(act, channels):
-    return {
-        Activation.LEAKY_RELU: [0.01], Activation.RESTRICT_RANGE: [0.0, 6.0],
-        Activation.PRELU: list(np.linspace(-0.5, 1.5, channels)), Activation.ELU: [1.0],
-        Activation.HSWISH: [3.0, 1.0 / 6.0], Activation.MISH: [20.0],
-        Activation.HARD_SIGMOID: [1.0 / 6.0, 0.5], Activation.SWISH: [1.0],
-    }.get(act)
-
-
-def activate_ref(x, act, params):
-    """SPEC section 2 in float64 (params as the kernels see them: float32; None: the defaults)."""
-    if params is None and act != Activation.PRELU:
-        params = default_params(act, 1)
-    p = None if params is None else np.asarray(params, dtype=np.float32).astype(np.float64)
-    with np.errstate(all="ignore"):
-        if act == Activation.IDENTITY:
-            return x
-        if act == Activation.RELU:
-            return np.maximum(0.0, x)
-        if act == Activation.LEAKY_RELU:
-            return np.where(x > 0, x, p[0] * x)
-        if act == Activation.RESTRICT_RANGE:
-            return np.minimum(np.maximum(p[0], x), p[1])
-        if act == Activation.PRELU:
-            if x.ndim >= 2 and p.size > 1:
-                slope = p.reshape((1, -1) + (1,) * (x.ndim - 2))
-            else:
-                slope = p[0]
-            return np.where(x > 0, x, slope * x)
-        if act == Activation.ELU:
-            return np.where(x >= 0, x, p[0] * (np.exp(x) - 1.0))
-        if act == Activation.HSWISH:
-            return np.maximum(np.minimum(x, p[0]) + p[0], 0.0) * p[1] * x
-        if act == Activation.MISH:
-            return np.where(x > p[0], x, x * np.tanh(np.log1p(np.exp(x))))
-        if act == Activation.HARD_SIGMOID:
-            return np.maximum(0.0, np.minimum(x * p[0] + p[1], 1.0))
-        if act == Activation.SWISH:
-            return x / (1.0 + np.exp(-p[0] * x))
-        if act == Activation.GELU:
-            return x * (1.0 + np.asarray(_erf(x / math.sqrt(2.0)), dtype=np.float64)) / 2.0
-    raise AssertionError(act)
-
-
-def along(values, ndim, axis):
-    """A scale or zero point (a number, or a 1-D array along `axis`) shaped to broadcast against an
-    array of `ndim` dimensions (ONNX QuantizeLinear's per-axis meaning)."""
-    v = np.asarray(values, dtype=np.float64)
-    if v.size == 1:
-        return v.reshape(())
-    shape = [1] * ndim
-    shape[axis % ndim] = v.size
-    return v.reshape(shape)
-
-
-def dequantize_ref(x, scale, zero, axis=1):
-    x = np.asarray(x)
-    if x.dtype in QTYPES:
-        return (x.astype(np.float64) - along(zero, x.ndim, axis)) * along(scale, x.ndim, axis)
-    return x.astype(np.float64)
-
-
-def value_ref(a, b, q, act, params, axis=1):
-    return activate_ref(dequantize_ref(a, q["a_scale"], q["a_zero"], axis) +
-                        dequantize_ref(b, q["b_scale"], q["b_zero"], axis), act, params)
-
-
-def expected_q(value, dst_scale, dst_zero, dtype, axis=1):
-    """(expected integers, near a tie) of a quantised output: clamp(rint(value / s) + z, lo, hi), NaN -> lo."""
-    lo, hi = RANGE[np.dtype(dtype)]
-    with np.errstate(all="ignore"):
-        q = value / along(dst_scale, value.ndim, axis)
-        expected = np.where(np.isnan(q), lo, np.clip(np.rint(q) + along(dst_zero, value.ndim, axis), lo, hi))
-        near_tie = np.abs(np.abs(q - np.floor(q)) - 0.5) < TIE_TOLERANCE
-    return expected.astype(np.int64), near_tie
-
-
-def check_q(got, value, dst_scale, dst_zero, axis=1):
-    """A UINT8 / INT8 result within 1 of the float64 formula; exact unless within TIE_TOLERANCE of a tie."""
-    assert got.dtype in QTYPES
-    expected, near_tie = expected_q(value, dst_scale, dst_zero, got.dtype, axis)
-    diff = np.abs(got.astype(np.int64) - expected)
-    assert diff.max(initial=0) <= 1, f"off by {diff.max()}"
-    bad = (diff != 0) & ~near_tie
-    assert not bad.any(), (f"{bad.sum()} inexact away from ties, e.g. got {got[bad][:5]} expected "
-                           f"{expected[bad][:5]}")
-
-
-check_u8 = check_q
-
-
-def check_f32(got, value):
-    assert got.dtype == np.float32
-    v = np.asarray(value, dtype=np.float64)
-    g = got.astype(np.float64)
-    assert np.array_equal(np.isnan(g), np.isnan(v))
-    finite = np.isfinite(v) & (np.abs(v) < 3.4e38)
-    assert np.array_equal(g[np.isinf(v)], v[np.isinf(v)])
-    err = np.abs(g[finite] - v[finite])
-    tol = 1e-6 * np.maximum(1.0, np.abs(v[finite]))
-    assert (err <= tol).all(), f"max error {np.max(err / tol, initial=0)} x tolerance"
-
-
-def check(got, a, b, q, act=Activation.IDENTITY, params=None, axis=1):
-    value = value_ref(a, b, q, act, params, axis)
-    assert got.shape == value.shape
-    if got.dtype in QTYPES:
-        check_q(got, value, q["dst_scale"], q["dst_zero"], axis)
-    else:
-        check_f32(got, value)
+    """SPEC §2's defaults, and PRELU slopes for `channels` channels."""
+    if act == Activation.PRELU:
+        return list(np.linspace(-0.5, 1.5, channels))
+    return DEFAULTS.get(act)
 
 
 def make(dtype, shape, rng, spread=3.0):
@@ -334,7 +228,7 @@ def test_exact_ties_round_half_to_even(qtype, zero, dst_zero, repeat, act):
     params = [0.5] if act == Activation.LEAKY_RELU else None
     lo, hi = RANGE[qtype]
     got = context(a, b, qtype, q, act, params).forward(a, b)
-    value = activate_ref(a.astype(np.float64) + b - 2 * zero, act, params) / 2.0
+    value = activate(a.astype(np.float64) + b - 2 * zero, act, params) / 2.0
     expected = np.clip(np.rint(value) + dst_zero, lo, hi)  # np.rint rounds half to even
     assert np.array_equal(got, expected.astype(qtype))
 

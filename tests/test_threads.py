@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import synet
@@ -64,3 +65,219 @@ def test_show_config_prints_the_build(capsys):
     for key in ("version", "compiler", "cflags", "openmp", "dispatch", "threads"):
         assert key in text
     assert synet.config()["version"] == synet.__version__
+
+
+# ---------------------------------------------------------------------------------------------
+# set_num_threads is OpenMP's own setting: threadpoolctl scopes nest around it (SPEC §7)
+
+needs_openmp = pytest.mark.skipif(not OPENMP, reason="serial build")
+
+
+def _threadpoolctl():
+    return pytest.importorskip("threadpoolctl")
+
+
+@needs_openmp
+@pytest.mark.parametrize("user_api", [None, "openmp"])
+def test_a_limit_entered_after_set_num_threads_wins_inside_and_restores_it(user_api):
+    """(a) set_num_threads(n), then threadpool_limits(1): 1 inside, n again after (n: not the default)."""
+    threadpoolctl = _threadpoolctl()
+    n = synet.get_num_threads() + 2
+    synet.set_num_threads(n)
+    with threadpoolctl.threadpool_limits(limits=1, user_api=user_api):
+        assert synet.get_num_threads() == 1
+        with threadpoolctl.threadpool_limits(limits=2, user_api="openmp"):   # scopes nest
+            assert synet.get_num_threads() == 2
+        assert synet.get_num_threads() == 1
+    assert synet.get_num_threads() == n
+
+
+@needs_openmp
+def test_set_num_threads_inside_a_limit_wins_until_the_limit_restores_its_saved_value():
+    """(b) Inside threadpool_limits(1), set_num_threads(n) takes effect at once; leaving the scope, threadpoolctl
+    sets back the count it saved on entry (what set_num_threads did inside does not outlive the scope)."""
+    threadpoolctl = _threadpoolctl()
+    synet.set_num_threads(None)
+    before = synet.get_num_threads()
+    with threadpoolctl.threadpool_limits(limits=1, user_api="openmp"):
+        assert synet.get_num_threads() == 1
+        synet.set_num_threads(before + 2)
+        assert synet.get_num_threads() == before + 2
+    assert synet.get_num_threads() == before
+
+
+@needs_openmp
+def test_set_num_threads_none_restores_the_import_time_count(tmp_path):
+    """None: the count found at import (OMP_NUM_THREADS here), whatever was set or limited since."""
+    code = """if True:
+        import synet, threadpoolctl
+        first = synet.get_num_threads()
+        synet.set_num_threads(1)
+        synet.set_num_threads(None)
+        again = synet.get_num_threads()
+        with threadpoolctl.threadpool_limits(1, user_api="openmp"):
+            synet.set_num_threads(None)
+            inside = synet.get_num_threads()
+        print(first, again, inside)
+    """
+    env = dict(os.environ, OMP_NUM_THREADS="3")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                         cwd=tmp_path)
+    assert out.stdout.split() == ["3", "3", "3"]
+
+
+@needs_openmp
+def test_set_num_threads_is_the_calling_threads_setting():
+    """omp_set_num_threads sets the calling thread's count: another thread keeps the import-time default and
+    its own setting does not reach this one."""
+    import threading
+
+    synet.set_num_threads(None)
+    default = synet.get_num_threads()
+    synet.set_num_threads(3)
+    seen = []
+
+    def other():
+        seen.append(synet.get_num_threads())
+        synet.set_num_threads(1)
+        seen.append(synet.get_num_threads())
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join()
+    assert seen == [default, 1]
+    assert synet.get_num_threads() == 3
+
+
+def test_negative_counts():
+    cpus = available_cpus()
+    for n, expected in ((-1, cpus), (-cpus, 1)):
+        synet.set_num_threads(n)
+        assert synet.get_num_threads() == (expected if OPENMP else 1)
+    synet.set_num_threads(np.int64(-1))
+    assert synet.get_num_threads() == (cpus if OPENMP else 1)
+    with pytest.raises(ValueError, match=f"n: {-cpus - 1} leaves no thread of the {cpus} CPUs available"):
+        synet.set_num_threads(-cpus - 1)
+    with pytest.raises(ValueError, match=f"n_threads: {-cpus - 1} leaves no thread"):
+        synet.float32_to_bfloat16(np.ones(4, np.float32), n_threads=-cpus - 1)
+
+
+@pytest.mark.parametrize("n, error, message", [
+    (0, ValueError, "n: expected a non-zero int (negative counts from the CPU count), got 0"),
+    (True, TypeError, "expected an int or None, got bool"),
+    (False, TypeError, "expected an int or None, got bool"),
+    (2.0, TypeError, "expected an int or None, got float"),
+    (np.float32(2), TypeError, "expected an int or None, got float32"),
+    ("2", TypeError, "expected an int or None, got str"),
+    ([2], TypeError, "expected an int or None, got list"),
+])
+def test_set_num_threads_errors(n, error, message):
+    synet.set_num_threads(2)
+    with pytest.raises(error) as info:
+        synet.set_num_threads(n)
+    assert message in str(info.value)
+    assert synet.get_num_threads() == (2 if OPENMP else 1)   # a refused count changes nothing
+
+
+@pytest.mark.parametrize("n, error", [(0, ValueError), (True, TypeError), (1.0, TypeError), ("1", TypeError)])
+def test_n_threads_errors(n, error):
+    with pytest.raises(error, match="n_threads"):
+        synet.float32_to_bfloat16(np.ones(4, np.float32), n_threads=n)
+
+
+_THREAD_COUNTS = """if True:
+    import os, numpy as np, synet, threadpoolctl
+
+    def threads():
+        return len(os.listdir("/proc/self/task"))
+
+    x = np.ones(1 << 20, np.float32)         # 32 blocks of a parallel loop
+    synet.float32_to_bfloat16(x, n_threads=1)
+    with threadpoolctl.threadpool_limits(1, user_api="openmp"):
+        base = threads()
+        synet.float32_to_bfloat16(x)                # the limit: no OpenMP worker starts
+        limited = threads()
+        synet.float32_to_bfloat16(x, n_threads=3)   # an explicit n_threads wins over the limit
+        explicit = threads()
+    print(base, limited, explicit)
+"""
+
+
+@needs_openmp
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
+def test_explicit_n_threads_wins_over_the_limit_observably(tmp_path):
+    """The thread count of a call, seen through the threads the OpenMP runtime starts (it keeps its workers):
+    none under threadpool_limits(1), two more for n_threads=3 inside the same scope."""
+    _threadpoolctl()
+    out = subprocess.run([sys.executable, "-c", _THREAD_COUNTS], capture_output=True, text=True, check=True,
+                         cwd=tmp_path, env=dict(os.environ, OMP_NUM_THREADS="2"))
+    base, limited, explicit = map(int, out.stdout.split())
+    assert limited == base
+    assert explicit == base + 2
+
+
+_LIBGOMP = """if True:
+    import json, numpy, threadpoolctl
+
+    def openmp_libraries():
+        with open("/proc/self/maps") as f:
+            return {line.split()[-1] for line in f if "libgomp" in line or "libomp" in line or "libiomp" in line}
+
+    before = openmp_libraries()
+    import synet, synet._deconvolution, synet._gather, synet._quantized_add
+    print(json.dumps({"synet": sorted(openmp_libraries() - before),
+                      "threadpoolctl": [i["filepath"] for i in threadpoolctl.threadpool_info()
+                                        if i["user_api"] == "openmp"]}))
+"""
+
+
+@needs_openmp
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux's /proc")
+def test_threadpoolctl_sees_the_openmp_runtime_synet_loads(tmp_path):
+    """The OpenMP runtime that importing synet's extension modules maps into the process is one threadpoolctl
+    lists (and so limits)."""
+    import json
+
+    _threadpoolctl()
+    out = subprocess.run([sys.executable, "-c", _LIBGOMP], capture_output=True, text=True, check=True, cwd=tmp_path)
+    found = json.loads(out.stdout)
+    assert found["synet"], "importing synet mapped no OpenMP runtime"
+    seen = {os.path.realpath(p) for p in found["threadpoolctl"]}
+    assert {os.path.realpath(p) for p in found["synet"]} <= seen, found
+
+
+# ---------------------------------------------------------------------------------------------
+# Absurd thread counts (SPEC §7: a ValueError naming the parameter; no input crashes the interpreter)
+
+
+@pytest.mark.parametrize("where", ["set_num_threads", "n_threads"])
+def test_a_count_beyond_c_int_is_a_value_error(where):
+    """(It was OverflowError('value too large to convert to int'), naming nothing.)"""
+    with pytest.raises(ValueError, match=r"n_threads: expected a thread count below 2\*\*31, got 2147483648"):
+        if where == "set_num_threads":
+            synet.set_num_threads(2**31)
+        else:
+            synet.float32_to_bfloat16(np.ones(4, np.float32), n_threads=2**31)
+
+
+_ABSURD = """if True:
+    import resource, numpy as np, synet
+    x = np.ones(1 << 20, np.float32)
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))   # room for a few hundred thread stacks
+    try:
+        synet.float32_to_bfloat16(x, n_threads=2**31 - 1)
+        print("result")
+    except Exception as error:
+        print(type(error).__name__)
+"""
+
+
+@needs_openmp
+@pytest.mark.skipif(bool(os.environ.get("SYNET_SANITIZED")), reason="AddressSanitizer needs more address space")
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="KNOWN BUG: n_threads=2**31-1 (or set_num_threads) is passed to OpenMP as is; libgomp cannot "
+                   "start that many threads and ends the process ('libgomp: Thread creation failed', exit 1)")
+def test_an_absurd_thread_count_does_not_end_the_process(tmp_path):
+    out = subprocess.run([sys.executable, "-c", _ABSURD], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, (out.returncode, out.stderr[-500:])
+    assert out.stdout.strip() in ("result", "ValueError"), out.stdout

@@ -110,3 +110,14 @@ def deconvolution_bad_calls(context, const unsigned char[::1] src, unsigned char
     return (deconvolution_run(NULL, &src[0], &buf[0], &dst[0], 1), deconvolution_run(plan, NULL, &buf[0], &dst[0], 1),
             deconvolution_run(plan, &src[0], NULL, &dst[0], 1), deconvolution_run(plan, &src[0], &buf[0], NULL, 1),
             deconvolution_buffer_size(NULL))
+
+
+def bf16_bad_calls():
+    """Statuses of bf16_round and bf16_widen with: a NULL src, a NULL dst, a negative size, and (valid) no
+    elements with NULL pointers."""
+    cdef float x[4]
+    cdef uint16_t raw[4]
+    return ((bf16_round(NULL, raw, 4, 0, 1), bf16_round(x, NULL, 4, 0, 1), bf16_round(x, raw, -1, 0, 1),
+             bf16_round(NULL, NULL, 0, 0, 1)),
+            (bf16_widen(NULL, x, 4, 1), bf16_widen(raw, NULL, 4, 1), bf16_widen(raw, x, -1, 1),
+             bf16_widen(NULL, NULL, 0, 1)))

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import synet
-from fuzzing import ALLOWED, arrays, attempt, junk
+from fuzzing import arrays, attempt, failed, guarded, intact, junk
+from reference import RANGES, check_add
 
 NUMBERS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-3, 300), junk())
 PER_AXIS = st.one_of(arrays(max_dims=2, max_side=7, huge=False),
@@ -71,40 +72,11 @@ def test_context_in_any_order(operations, junk_args, axis, a, b, dst, channels, 
             assert add.kernel is None or add.kernel.split()[0] in ("generic", "folded", "lookup")
 
 
-RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
-
-
-def along(values, ndim, axis):
-    v = np.asarray(values, dtype=np.float64)
-    if v.size == 1:
-        return v.reshape(())
-    shape = [1] * ndim
-    shape[axis % ndim] = v.size
-    return v.reshape(shape)
-
-
-def reference(a, b, q, dst_dtype, axis):
-    """(expected, near a tie) of an IDENTITY add, in float64."""
-    def dequantize(x, scale, zero):
-        if x.dtype == np.float32:
-            return x.astype(np.float64)
-        return (x.astype(np.float64) - along(zero, x.ndim, axis)) * along(scale, x.ndim, axis)
-
-    value = dequantize(a, q["a_scale"], q["a_zero"]) + dequantize(b, q["b_scale"], q["b_zero"])
-    if dst_dtype == np.float32:
-        return value, None
-    lo, hi = RANGES[np.dtype(dst_dtype)]
-    with np.errstate(all="ignore"):
-        t = value / along(q["dst_scale"], value.ndim, axis)
-        expected = np.where(np.isnan(t), lo, np.clip(np.rint(t) + along(q["dst_zero"], value.ndim, axis), lo, hi))
-        near_tie = np.abs(np.abs(t - np.floor(t)) - 0.5) < 1e-3
-    return expected, near_tie
-
-
 @st.composite
 def valid_calls(draw):
     """A well-formed call: broadcasting shapes, any type mix, per-tensor or per-axis parameters (all on one
-    output axis), valid scales of any magnitude, valid zero points."""
+    output axis), valid scales of any magnitude, valid zero points, any activation (PRELU: one slope per
+    channel of output axis 1, or a single one)."""
     shapes = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=1, max_dims=4, max_side=9))
     sa, sb = shapes.input_shapes
     out = np.broadcast_shapes(sa, sb)
@@ -125,7 +97,12 @@ def valid_calls(draw):
         else:
             q[f"{name}_scale"] = draw(scale)
             q[f"{name}_zero"] = draw(st.integers(lo, hi))
-    return sa, sb, types, axis, q, draw(st.integers(0, 2**32 - 1))
+    act = draw(st.sampled_from([synet.Activation.IDENTITY] * 4 + list(synet.Activation)))
+    params = None
+    if act == synet.Activation.PRELU:
+        channels = out[1] if len(out) >= 2 and draw(st.booleans()) else 1
+        params = np.array(draw(st.lists(st.floats(-2, 2), min_size=channels, max_size=channels)), np.float32)
+    return sa, sb, types, axis, q, act, params, draw(st.integers(0, 2**32 - 1))
 
 
 def operand(dtype, shape, rng):
@@ -136,30 +113,22 @@ def operand(dtype, shape, rng):
 
 @given(valid_calls())
 def test_valid_calls_equal_the_reference(call):
-    """Well-formed calls: within 1 of the float64 formula and exact away from ties (1-byte outputs), within
-    1e-6 relative (float32), written inside dst only; the context gives the same bits."""
-    sa, sb, types, axis, q, seed = call
+    """Well-formed calls (any activation): within 1 of the float64 formula and exact away from ties (1-byte
+    outputs), within 1e-6 relative (float32), written inside dst only; the context gives the same bits."""
+    sa, sb, types, axis, q, act, params, seed = call
     rng = np.random.default_rng(seed)
     a, b = operand(types[0], sa, rng), operand(types[1], sb, rng)
     shape = np.broadcast_shapes(sa, sb)
-    size = int(np.prod(shape))
-    itemsize = types[2].itemsize
-    guard = np.full(size * itemsize + 128, 0x5A, np.uint8)
-    out = guard[64:64 + size * itemsize].view(types[2]).reshape(shape)
-    result = attempt(synet.quantized_add, a, b, **q, dst_dtype=types[2], axis=axis, out=out)
-    assert not isinstance(result, ALLOWED), result
+    out, guard = guarded(shape, types[2])
+    result = attempt(synet.quantized_add, a, b, **q, dst_dtype=types[2], axis=axis, out=out, activation=act,
+                     activation_params=params)
+    assert not failed(result), result
     assert result is out
-    assert (guard[:64] == 0x5A).all() and (guard[64 + size * itemsize:] == 0x5A).all()
-    expected, near_tie = reference(a, b, q, types[2], axis)
-    if types[2] == np.float32:
-        finite = np.abs(expected) < 3e38
-        assert np.all(np.abs(result[finite] - expected[finite]) <= 1e-6 * np.maximum(1, np.abs(expected[finite])))
-    else:
-        diff = np.abs(result.astype(np.int64) - expected)
-        assert diff.max(initial=0) <= 1 and not ((diff != 0) & ~near_tie).any()
+    assert intact(guard)
+    check_add(result, a, b, q, act, params, axis=axis)
     context = attempt(synet.QuantizedAdd, sa, types[0], q["a_scale"], q["a_zero"], sb, types[1], q["b_scale"],
-                      q["b_zero"], "identity", None, types[2], q["dst_scale"], q["dst_zero"], axis=axis)
-    assert not isinstance(context, ALLOWED), context
+                      q["b_zero"], act, params, types[2], q["dst_scale"], q["dst_zero"], axis=axis)
+    assert not failed(context), context
     assert context.forward(a, b).tobytes() == result.tobytes()
 
 

@@ -1,16 +1,23 @@
-"""Hostile-input strategies and the outcome rule shared by the fuzz files."""
+"""Hostile-input strategies and the outcome rule shared by the fuzz files.
+
+The outcome rule (tests/outcomes.py): a call ends in a result or in TypeError, ValueError, IndexError,
+MemoryError, OverflowError, or a RuntimeError that says a context is not ready (one of the documented
+messages); a synet.InternalError, or any other exception, fails the fuzz run.
+"""
 
 from __future__ import annotations
 
 import os
 
-import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
-# What synet may raise for bad input (MemoryError: numpy refusing an absurd allocation).
-ALLOWED = (TypeError, ValueError, IndexError, RuntimeError, MemoryError, OverflowError)
+from outcomes import failed, outcome
+from reference import BF16
+
+__all__ = ["BF16", "DTYPES", "OUT_MUTATIONS", "arrays", "attempt", "check_again", "failed", "guarded", "intact", "junk",
+           "log", "out_variant"]
+
 DTYPES = [np.float32, np.float64, np.uint8, np.int8, np.int32, np.int64, np.uint16, np.uint64, np.float16, BF16,
           np.bool_, np.complex64, object, "U2", [("a", np.int32)]]
 
@@ -24,12 +31,66 @@ def log(*what: object) -> None:
 
 
 def attempt(call, *args, **kwargs):
-    """Run `call`: a result, or one of the allowed Python exceptions (returned, not raised)."""
+    """Run `call`: a result, or an allowed exception (returned, not raised: test it with ``failed``);
+    an exception the outcome rule does not allow (an InternalError above all) is raised."""
     log(getattr(call, "__qualname__", call), args, kwargs)
-    try:
-        return call(*args, **kwargs)
-    except ALLOWED as error:
-        return error
+    return outcome(call, *args, **kwargs)
+
+
+def guarded(shape, dtype, fill=0x5A):
+    """An array of `shape` inside a buffer with 64 bytes of `fill` on each side: (array, buffer)."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    buffer = np.full(nbytes + 128, fill, np.uint8)
+    return buffer[64:64 + nbytes].view(dtype).reshape(shape), buffer
+
+
+def intact(buffer, fill=0x5A) -> bool:
+    """Nothing was written into the guard bands of a ``guarded`` buffer."""
+    return bool((buffer[:64] == fill).all() and (buffer[len(buffer) - 64:] == fill).all())
+
+
+# An `out` for calling again what gave a result: the first three fit (the result's shape, a BF16 or FP32 dtype).
+OUT_MUTATIONS = ("out_good", "out_bf16", "out_uint16", "out_f64", "out_wrong_shape", "out_flat", "out_readonly",
+                 "out_strided", "out_list", "out_view_of_x")
+
+
+def out_variant(result, mutation, x):
+    """The `out` of OUT_MUTATIONS' `mutation` for a call that gave `result` from input `x`."""
+    out = np.zeros_like(result)
+    if mutation == "out_bf16":
+        out = out.astype(BF16)
+    elif mutation == "out_uint16":
+        out = out.astype(BF16).view(np.uint16)
+    elif mutation == "out_f64":
+        out = out.astype(np.float64)
+    elif mutation == "out_wrong_shape":
+        out = np.zeros(result.shape + (1,), result.dtype)
+    elif mutation == "out_flat":
+        out = out.reshape(-1)
+    elif mutation == "out_readonly":
+        out.flags.writeable = False
+    elif mutation == "out_strided":
+        out = np.repeat(out, 2, axis=-1)[..., ::2]
+    elif mutation == "out_list":
+        out = out.tolist()
+    elif mutation == "out_view_of_x" and isinstance(x, np.ndarray) and x.dtype == np.float32 and x.size >= out.size:
+        out = x.reshape(-1)[:out.size].reshape(out.shape)
+    return out
+
+
+def check_again(again, out, result, mutation) -> None:
+    """The call again with ``out_variant``'s `out`: `out` itself holding the result's bits (rounded once to
+    BF16 for a BF16 out of an FP32 result), or an allowed error; never an error for an `out` that fits."""
+    if not failed(again):
+        assert again is out
+        assert again.shape == result.shape
+        if out.dtype == result.dtype:
+            assert np.array_equal(again.view(np.uint8), result.view(np.uint8))
+        else:   # a BF16 out of an FP32 result: the result rounded once
+            assert np.array_equal(again.view(np.uint16), result.astype(BF16).view(np.uint16))
+    elif mutation in OUT_MUTATIONS[:3]:
+        raise AssertionError(f"an out of the result's shape and a BF16/FP32 dtype was refused: {again!r}")
 
 
 def _build(spec):
