@@ -46,11 +46,15 @@ def check_buffer(
         raise ValueError(f"{name}: expected a writeable array, got a read-only one")
     return array
 
-def check_n_threads(n_threads: object) -> None:
+MAX_THREADS = 1024   # SYNET_MAX_THREADS (src/common.h): OpenMP ends the process when it cannot start them
+
+
+def check_n_threads(n_threads: object, name: str = "n_threads") -> None:
+    """An int (or None) of at most MAX_THREADS; negatives are counted back from the CPUs later."""
     if n_threads is not None and (isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer))):
-        raise TypeError(f"n_threads: expected an int or None, got {type(n_threads).__name__}")
-    if n_threads is not None and n_threads >= 2**31:   # OpenMP counts are C ints (else OverflowError)
-        raise ValueError(f"n_threads: expected a thread count below 2**31, got {n_threads}")
+        raise TypeError(f"{name}: expected an int or None, got {type(n_threads).__name__}")
+    if n_threads is not None and n_threads > MAX_THREADS:
+        raise ValueError(f"{name}: expected a thread count of at most {MAX_THREADS}, got {n_threads}")
 
 
 def check_out(out: object, shape: tuple, dtypes: tuple, overlaps: dict | None = None) -> np.ndarray:

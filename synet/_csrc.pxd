@@ -11,6 +11,8 @@ cdef extern from "common.h" nogil:
         SYNET_INDEX_ERROR
         SYNET_NOT_READY
     enum:
+        SYNET_MAX_THREADS
+    enum:
         SYNET_LEVEL_BASELINE
         SYNET_LEVEL_AVX2
         SYNET_LEVEL_AVX512

@@ -518,8 +518,8 @@ cdef class Deconvolution16b:
         """Pickles init's arguments and set_params' data: the weights (BF16-rounded, in the caller's
         layout, stored as bfloat16 — exact, half the bytes of float32), bias and activation parameters,
         never the packed buffers; unpickling re-runs init and set_params for the CPU it lands on."""
-        if self._state is None:
-            return _restore, (PICKLE_VERSION, None, None)
+        if self._state is None:   # an uninitialised context of the same class
+            return type(self), ()
         cdef _State st = <_State>self._state
         data = None
         if st.weights is not None:
@@ -644,8 +644,9 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
                 x = np.zeros(planned.src_shape, np.float32)
                 act_params = planning.params_array(planned, activation_params, "activation_params")
                 weights = _new_weights(geo, w, bias, act_params, threads, False)
-                return _run(geo, weights, x, None, out.reshape(planned.dst_shape) if out is not None else None,
-                            threads, f"conv_transpose{dims}d").reshape(shape)
+                result = _run(geo, weights, x, None, out.reshape(planned.dst_shape) if out is not None else None,
+                              threads, f"conv_transpose{dims}d")
+                return out if out is not None else result.reshape(shape)
             act_params = planning.params_array(planned, activation_params, "activation_params")
             entry = (_new_geometry(planned), act_params, shape, dst_dtypes)
         if key is not None:

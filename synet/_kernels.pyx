@@ -110,7 +110,7 @@ def available_cpus():
 
 
 def _normalise_threads(n, str name):
-    check_n_threads(n)
+    check_n_threads(n, name)
     n = int(n)
     if n == 0:
         raise ValueError(f"{name}: expected a non-zero int (negative counts from the CPU count), got 0")

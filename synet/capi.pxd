@@ -7,9 +7,9 @@ the same bits as the context's ``forward``. The handle points into the context: 
 alive, and do not call its init, set_index, set_params or clear, while the plan runs.
 
 Every function here that runs returns a status: SYNET_OK, SYNET_VALUE_ERROR (a NULL or unusable
-pointer, a bad size, n_threads < 1), SYNET_INDEX_ERROR (an index out of range; its output element is 0), SYNET_NOT_READY (a plan
-without what it needs). ABI rules: docs/cython_api.rst; the signatures are pinned by
-tests/capi_signatures.txt.
+pointer, a bad size, n_threads < 1 or above 1024), SYNET_INDEX_ERROR (an index out of range; its
+output element is 0), SYNET_NOT_READY (a plan without what it needs). ABI rules:
+docs/cython_api.rst; the signatures are pinned by tests/capi_signatures.txt.
 """
 
 from libc.stdint cimport uint16_t

@@ -50,7 +50,7 @@ def bf16_bits_by_search(d: np.ndarray) -> np.ndarray:
     65,536 bfloat16 values: slow, and independent of ``bf16_round``'s arithmetic."""
     with np.errstate(invalid="ignore"):
         table = np.arange(1 << 16, dtype=np.uint16).view(BF16).astype(np.float64)
-    keep = np.isfinite(table) & ~((np.arange(1 << 16) == 0x8000))  # drop NaN/inf and -0
+    keep = np.isfinite(table) & ~(np.arange(1 << 16) == 0x8000)  # drop NaN/inf and -0
     values = table[keep]
     codes = np.arange(1 << 16, dtype=np.uint16)[keep]
     order = np.argsort(values, kind="stable")

@@ -11,11 +11,10 @@ import os
 
 import numpy as np
 import pytest
+from reference import BF16, activate, assert_close, bf16_round, reference_nd
 
 import synet
 from synet._deconvolution import amx_available
-
-from reference import BF16, activate, assert_close, bf16_round, reference_nd
 
 torch = pytest.importorskip("torch", reason="torch is not installed")
 ANY_KERNEL = os.environ.get("SYNET_TEST_AMX_ANY_KERNEL") == "1"
@@ -74,7 +73,7 @@ def test_synet_amx_and_torch_bf16_interleaved():
 
     synet_first = [synet_call(k, None) for k in range(len(cases))]
     torch_first = [run() for run in torch_runs]
-    for k, (context, _, (ref, mag, nhwc)) in enumerate(cases):   # the first results are right
+    for k, (_context, _, (ref, mag, nhwc)) in enumerate(cases):   # the first results are right
         got = synet_first[k].view(BF16)
         assert_close(np.moveaxis(got, -1, 1) if nhwc else got, ref, mag, True)
     for round_ in range(ROUNDS):

@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from reference import BF16, bf16_bits_by_search, bf16_round
 
 import synet
 
-from reference import BF16, bf16_bits_by_search, bf16_round
 LOW_HALVES = np.array([0x0000, 0x0001, 0x7FFF, 0x8000, 0x8001, 0xFFFF], dtype=np.uint32)
 
 
@@ -176,7 +176,8 @@ def test_thread_count_does_not_change_bits(n):
     one = synet.float32_to_bfloat16(x, n_threads=1)
     two = synet.float32_to_bfloat16(x, n_threads=2)
     np.testing.assert_array_equal(bits(one), bits(two))
-    np.testing.assert_array_equal(synet.bfloat16_to_float32(one, n_threads=1), synet.bfloat16_to_float32(one, n_threads=2))
+    np.testing.assert_array_equal(synet.bfloat16_to_float32(one, n_threads=1),
+                                  synet.bfloat16_to_float32(one, n_threads=2))
 
 
 def test_errors_name_the_parameter():

@@ -6,13 +6,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
+from reference import BF16, activate, activation_slope, assert_close, bf16_round, reference_nd
 
-import synet
 from synet import Activation, Compatibility, ConvParams, DataType, Deconvolution16b, conv_transpose2d
 from synet._deconvolution import HARDWARE_BF16, amx_available
-
-from reference import BF16, activate, activation_slope, assert_close, bf16_round, reference_nd
 
 HARDWARE_AMX = amx_available()
 

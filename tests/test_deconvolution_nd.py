@@ -8,13 +8,12 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
+from reference import BF16, activate, activation_slope, assert_close, bf16_round, reference_nd
 
 import synet
 from synet import Activation, ConvParams3d, Deconvolution3d16b
-
-from reference import BF16, activate, activation_slope, assert_close, bf16_round, reference_nd
-
 
 FUNCTIONS = {1: synet.conv_transpose1d, 3: synet.conv_transpose3d}
 LAYOUTS = {1: ("NCL", "NLC"), 3: ("NCDHW", "NDHWC")}
@@ -138,8 +137,9 @@ def test_against_torch_float64(dims, groups):
     w = rng.standard_normal((6, 12 // groups, *(3,) * dims)).astype(np.float32)
     b = rng.standard_normal(12).astype(np.float32)
     torch_fn = torch.nn.functional.conv_transpose1d if dims == 1 else torch.nn.functional.conv_transpose3d
-    ref = torch_fn(torch.from_numpy(bf16_round(x)), torch.from_numpy(bf16_round(w)), torch.from_numpy(b.astype(np.float64)),
-                   stride=2, padding=1, output_padding=1, groups=groups, dilation=1).numpy()
+    ref = torch_fn(torch.from_numpy(bf16_round(x)), torch.from_numpy(bf16_round(w)),
+                   torch.from_numpy(b.astype(np.float64)), stride=2, padding=1, output_padding=1, groups=groups,
+                   dilation=1).numpy()
     got = FUNCTIONS[dims](x, w, b, 2, 1, 1, groups)
     _, mag = reference_nd(bf16_round(x), bf16_round(w), None, (2,) * dims, (1,) * dims, (0,) * dims, (1,) * dims,
                           groups)
@@ -187,10 +187,6 @@ def test_3d_context_pickles_and_rejects_2d_params():
         synet.Deconvolution16b(1, d.conv)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="KNOWN BUG: Deconvolution16b.__reduce__ pickles an uninitialised (or cleared) context "
-                   "as (_restore, (version, None, None)) and _restore picks the class from the ConvParams "
-                   "type, so a Deconvolution3d16b comes back as a Deconvolution16b (synet/_deconvolution.pyx)")
 @pytest.mark.parametrize("cleared", [False, True])
 def test_an_uninitialised_3d_context_pickles_as_itself(cleared):
     d = context_3d()[0] if cleared else Deconvolution3d16b()
@@ -255,10 +251,6 @@ def test_no_input_writes_act_bias_into_out(dims):
     assert np.shares_memory(result, out) and result.shape == out.shape
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="KNOWN BUG: with no input reaching the output (no input channel, or an empty length), "
-                   "conv_transpose{1,2,3}d(..., out=out) writes act(bias) into `out` but returns a reshaped view of "
-                   "it, not `out` (synet/_deconvolution.pyx, _conv_transpose's 'bias' branch)")
 @pytest.mark.parametrize("dims", [1, 2, 3])
 def test_out_is_returned_when_no_input_reaches_it(dims):
     result, out = _no_input_call(dims)

@@ -7,11 +7,10 @@ import re
 
 import numpy as np
 import pytest
+from outcomes import NOT_READY, allowed, failed, is_not_ready, outcome
 
 import synet
 from synet._arrays import internal_error
-
-from outcomes import NOT_READY, allowed, failed, is_not_ready, outcome
 
 SOURCES = os.path.dirname(os.path.abspath(synet.__file__))
 

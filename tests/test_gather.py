@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from outcomes import PYTHON_ERRORS, failed, outcome
+from reference import BF16
+from reference import gather_reference as reference
 
 import synet
-
-from outcomes import PYTHON_ERRORS, failed, outcome
-from reference import BF16, gather_reference as reference
 
 DATA_DTYPES = [np.float32, BF16, np.uint8, np.int8, np.float16, np.uint16, np.int32, np.int64, np.float64, np.bool_]
 

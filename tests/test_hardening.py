@@ -9,10 +9,9 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from reference import gather_reference
 
 import synet
-
-from reference import gather_reference
 
 
 def rss_bytes():

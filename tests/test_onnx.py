@@ -25,16 +25,16 @@ import zlib
 
 import numpy as np
 import pytest
-from hypothesis import assume, event, given, strategies as st
+from hypothesis import assume, event, given
+from hypothesis import strategies as st
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
+from reference import BF16, bf16_round, check_quantized, dequantize, reference_nd  # noqa: E402
 
 import synet  # noqa: E402
 import synet.onnx as sonnx  # noqa: E402
-
-from reference import BF16, bf16_round, check_quantized, dequantize, reference_nd  # noqa: E402
 
 try:
     import onnxruntime as ort
@@ -188,7 +188,7 @@ def report(record_property, label, got, expected, mag=None):
 # ONNX's backend node tests
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def backend_cases():
     """Every backend node test case whose model has a GatherElements or ConvTranspose node.
 
@@ -903,7 +903,6 @@ def decoder_model(dtype, batch=1, c_in=8, c_out=4, size=6, qlinear=True, seed=0)
     standard nodes (DequantizeLinear x 2, Add, QuantizeLinear), for the plain reference evaluator."""
     rng = np.random.default_rng(seed)
     info = np.iinfo(dtype)
-    elem = TensorProto.UINT8 if dtype == np.uint8 else TensorProto.INT8
     x = rng.standard_normal((batch, c_in, size, size)).astype(np.float32)
     w = (rng.standard_normal((c_in, c_out, 4, 4)) / math.sqrt(c_in * 4)).astype(np.float32)
     bias = (0.1 * rng.standard_normal(c_out)).astype(np.float32)

@@ -10,13 +10,14 @@ import threading
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from reference import DEFAULTS, RANGES, activate
+from reference import check_add as check
 
 import synet
 from synet import Activation, QuantizedAdd, quantized_add
-
-from reference import DEFAULTS, RANGES, activate, check_add as check
 
 ACTIVATIONS = list(Activation)
 U8, I8, F32 = np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.float32)
@@ -202,7 +203,8 @@ def test_exhaustive_mixed_float(qtype, qi, act):
 
 
 @pytest.mark.parametrize("qtype, q", [(t, q) for t in QTYPES for q in SWEEP_SETS[t]] + [
-    (U8, dict(a_scale=0.02, a_zero=0, b_scale=0.0125, b_zero=255, dst_scale=1, dst_zero=0)),  # float32 sums, at the bound
+    # float32 sums, at the bound
+    (U8, dict(a_scale=0.02, a_zero=0, b_scale=0.0125, b_zero=255, dst_scale=1, dst_zero=0)),
     (U8, dict(a_scale=0.02, a_zero=0, b_scale=0.0135, b_zero=255, dst_scale=1, dst_zero=0)),  # float64 sums, past it
     (I8, dict(a_scale=0.02, a_zero=-128, b_scale=0.0125, b_zero=127, dst_scale=1, dst_zero=0)),
     (I8, dict(a_scale=0.02, a_zero=127, b_scale=0.0135, b_zero=-128, dst_scale=1, dst_zero=0)),
@@ -1196,7 +1198,8 @@ def test_functional_errors():
     with pytest.raises(ValueError, match="dst_dtype"):
         quantized_add(u8, u8, dst_dtype=np.int16)
     for dtype in (np.int16, np.uint16, np.float16, np.int32, np.bool_, np.uint64):
-        with pytest.raises(ValueError, match=f"b: expected dtype uint8, int8, float32 or float64 .*got {np.dtype(dtype)}"):
+        message = f"b: expected dtype uint8, int8, float32 or float64 .*got {np.dtype(dtype)}"
+        with pytest.raises(ValueError, match=message):
             quantized_add(u8, np.zeros(3, dtype))
     with pytest.raises(ValueError, match="out: expected shape"):
         quantized_add(u8, u8, dst_dtype=np.int8, out=np.zeros((2, 3), np.uint8))
@@ -1245,7 +1248,8 @@ def _ort_qlinear_add(a, b, q):
     graph = helper.make_graph([node], "qadd", [helper.make_tensor_value_info("a", elem, list(a.shape)),
                                                helper.make_tensor_value_info("b", elem, list(b.shape))],
                               [helper.make_tensor_value_info("c", elem, out_shape)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 8
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1

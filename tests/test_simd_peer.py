@@ -19,8 +19,8 @@ needs_simd = pytest.mark.skipif(not SIMD, reason="set SYNET_TEST_SIMD to a libSi
 def test_convolution_parameters_layout():
     """SimdConvolutionParameters as SimdLib.h lays it out on LP64: 17 size_t, 5 enums (ints), 4 bytes of padding
     after each pair of enums and after the last one."""
-    fields = dict((name, getattr(simd_peer.SimdConvolutionParameters, name).offset)
-                  for name, _ in simd_peer.SimdConvolutionParameters._fields_)
+    fields = {name: getattr(simd_peer.SimdConvolutionParameters, name).offset
+                  for name, _ in simd_peer.SimdConvolutionParameters._fields_}
     assert ctypes.sizeof(simd_peer.SimdConvolutionParameters) == 160
     assert (fields["srcT"], fields["srcF"], fields["dstC"]) == (24, 28, 32)
     assert (fields["dstT"], fields["dstF"], fields["kernelY"]) == (56, 60, 64)

@@ -25,6 +25,10 @@ enum {
     SYNET_NOT_READY = 3,   /* a context or plan that was not prepared */
 };
 
+/* The most threads one call may ask for (a count above it is a value error: results do not depend on
+   the count, and OpenMP ends the process when it cannot start the threads). */
+#define SYNET_MAX_THREADS 1024
+
 /* CPU levels, lowest first (SPEC section 8). */
 enum {
     SYNET_LEVEL_BASELINE = 0,    /* x86-64-v2 (or the architecture's baseline) */

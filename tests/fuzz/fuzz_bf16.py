@@ -1,11 +1,11 @@
 """Fuzz the BF16 helpers: right bits or Python exceptions, whatever comes in."""
 
 import numpy as np
+from fuzzing import BF16, arrays, attempt, failed, junk
 from hypothesis import given
 from hypothesis import strategies as st
 
 import synet
-from fuzzing import BF16, arrays, attempt, failed, junk
 
 
 @given(arrays(), st.one_of(st.sampled_from(["nearest", "truncate"]), junk()), st.one_of(st.none(), arrays()),

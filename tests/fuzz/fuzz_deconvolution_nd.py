@@ -10,13 +10,12 @@ Deconvolution3d16b context (3-D). (Deconvolution3d16b's methods in any order: fu
 """
 
 import numpy as np
+from fuzzing import BF16, OUT_MUTATIONS, arrays, attempt, check_again, failed, guarded, intact, junk, out_variant
 from hypothesis import event, given
 from hypothesis import strategies as st
+from reference import activate, activation_slope, assert_close, bf16_round, reference_nd
 
 import synet
-from fuzzing import (BF16, OUT_MUTATIONS, arrays, attempt, check_again, failed, guarded, intact, junk,
-                     out_variant)
-from reference import activate, activation_slope, assert_close, bf16_round, reference_nd
 
 FUNCTIONS = {1: synet.conv_transpose1d, 3: synet.conv_transpose3d}
 LAYOUT_NAMES = {1: ("NCL", "NLC"), 3: ("NCDHW", "NDHWC")}

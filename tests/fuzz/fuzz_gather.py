@@ -1,12 +1,12 @@
 """Fuzz GatherElements and gather_elements: results must be right or Python exceptions."""
 
 import numpy as np
+from fuzzing import arrays, attempt, failed, junk
 from hypothesis import given
 from hypothesis import strategies as st
+from reference import gather_reference
 
 import synet
-from fuzzing import arrays, attempt, failed, junk
-from reference import gather_reference
 
 
 # (no "huge" data: a sub-block of it would be copied, legitimately, at enormous cost)

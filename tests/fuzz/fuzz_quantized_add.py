@@ -6,13 +6,13 @@ broadcasting shapes) must equal the float64 reference, and a dst must be written
 """
 
 import numpy as np
+from fuzzing import arrays, attempt, failed, guarded, intact, junk
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from reference import RANGES, check_add
 
 import synet
-from fuzzing import arrays, attempt, failed, guarded, intact, junk
-from reference import RANGES, check_add
 
 NUMBERS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-3, 300), junk())
 PER_AXIS = st.one_of(arrays(max_dims=2, max_side=7, huge=False),
@@ -89,7 +89,8 @@ def valid_calls(draw):
         rank = len(shape)
         here = axis % rank + len(out) - rank if -rank <= axis < rank else None
         n = shape[axis % rank] if here is not None else 0
-        per_axis = dtype != np.float32 and here is not None and n > 1 and out_axis in (None, here) and draw(st.booleans())
+        per_axis = (dtype != np.float32 and here is not None and n > 1 and out_axis in (None, here)
+                    and draw(st.booleans()))
         if per_axis:
             out_axis = here
             q[f"{name}_scale"] = np.array(draw(st.lists(scale, min_size=n, max_size=n)))

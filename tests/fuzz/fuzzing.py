@@ -11,7 +11,6 @@ import os
 
 import numpy as np
 from hypothesis import strategies as st
-
 from outcomes import failed, outcome
 from reference import BF16
 
@@ -97,7 +96,7 @@ def _build(spec):
     dtype, shape, mode, values = spec
     dtype = np.dtype(dtype)
     if mode == "huge":  # a zero-stride view of 2**57 elements: nothing of that size can be allocated
-        base = np.zeros(1, dtype if dtype != object else np.float32)
+        base = np.zeros(1, dtype if dtype.kind != "O" else np.float32)
         return np.lib.stride_tricks.as_strided(base, shape=(2**28, 2**29), strides=(0, 0), writeable=False)
     array = np.empty(shape, dtype)
     if array.size and dtype.kind in "iub":
@@ -107,7 +106,7 @@ def _build(spec):
     elif array.size and (dtype.kind in "fc" or dtype == BF16):
         with np.errstate(all="ignore"):
             array[...] = np.resize(np.array(values, np.float64), shape).astype(dtype)
-    elif dtype == object:
+    elif dtype.kind == "O":
         array[...] = None
     if mode == "strided" and array.ndim and array.shape[-1]:
         array = np.repeat(array, 2, axis=-1)[..., ::2]
