@@ -471,3 +471,37 @@ def test_one_byte_strips_match_reference(index_dtype, outer, src_count, inner, i
     indices[-1, idx_count // 2, inner - 1] = src_count
     with pytest.raises(IndexError, match=f"= {src_count} is out of range for axis 1 with size {src_count}"):
         synet.gather_elements(data, indices, 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("inner", [1, 3])
+@pytest.mark.parametrize("case", ["in range", "negative", "out of range", "beyond int32"])
+def test_scalar_lanes_of_32(dtype, index_dtype, inner, case):
+    """4- and 8-byte elements go 32 lanes at a time by scalar loads: straight from an index that is in range as
+    it is, else through clamped offsets. Blocks of 32 with a negative, an out-of-range and (int64) a
+    beyond-int32 index among in-range ones, a tail of 5: the reference's values, zeros where out of range."""
+    rng = np.random.default_rng(inner * 10 + len(case))
+    src_count, idx_count = 40, 101   # 101 * inner: three or nine full blocks and a tail
+    data = random_data(rng, (2, src_count, inner), dtype)
+    indices = rng.integers(0, src_count, (2, idx_count, inner)).astype(index_dtype)
+    position = (1, 40, inner - 1)
+    if case == "negative":
+        indices[position] = -3
+    elif case == "out of range":
+        indices[position] = src_count
+    elif case == "beyond int32":
+        if index_dtype == np.int32:
+            pytest.skip("int64 indices only")
+        indices[position] = 2**32 + 1   # wrapped to 1 by a 32-bit cut
+    gather = synet.GatherElements(dtype, index_dtype, False, 1, [2], src_count, inner, idx_count)
+    dst = np.full(indices.shape, 7, dtype)
+    if case in ("in range", "negative"):
+        gather.forward(data, indices, dst)
+        np.testing.assert_array_equal(dst, reference(data, indices, 1))
+        return
+    with pytest.raises(IndexError, match="out of range"):
+        gather.forward(data, indices, dst)
+    expected = reference(data, np.where(indices == indices[position], 0, indices), 1)
+    expected[position] = 0
+    np.testing.assert_array_equal(dst, expected)
