@@ -59,7 +59,7 @@ cdef extern from "gather.h" nogil:
         Py_ssize_t outer, src_count, inner, idx_count, period
         int elem_size, index_size, offsets
         Py_ssize_t ntasks, tasks_per_outer, slices_per_task, rows_per_task, nstrips
-        int strips, prefetch_next
+        int strips, whole_slices, prefetch_next
     ctypedef struct synet_gather_kernels:
         const char* level
         void (*prepare)(synet_gather_job* job) noexcept nogil

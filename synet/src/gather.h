@@ -15,7 +15,7 @@ typedef struct synet_gather_job {
     int offsets;       /* idx holds src offsets c * inner + i (set_index's, int32 or int64), still checked */
     /* the task split, filled by `prepare` (it depends on the level's kernels, never on the threads) */
     synet_size ntasks, tasks_per_outer, slices_per_task, rows_per_task, nstrips;
-    int strips, prefetch_next;
+    int strips, whole_slices, prefetch_next;
 } synet_gather_job;
 
 typedef struct synet_gather_kernels {
