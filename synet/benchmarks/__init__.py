@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import os
 import platform
 import statistics
 import sys
@@ -225,6 +226,11 @@ def run(only: list[str] | None = None, repeats: int = 7, target_s: float = 0.01,
     dispatch = synet.config()["dispatch"]
     print(f"synet {synet.__version__}: CPU level {dispatch['chosen']} (supported {dispatch['supported']}); "
           f"kernels {', '.join(f'{op} {lvl}' for op, lvl in dispatch['ops'].items())}", file=out)
+    busy = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if busy >= 0.5:
+        print(f"note: load average {busy:.2f} before the run: other processes use the CPUs, so times are noisy and "
+              f"the multi-threaded rows (x2) can be far slower than one thread (OpenMP's spin-wait; see the "
+              f"threads docs)", file=out)
     limits = machine_limits()
     print(f"limits of one thread: copy {limits['copy GB/s']:.1f} GB/s, read {limits['read GB/s']:.1f} GB/s; "
           + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in limits["peak GFLOP/s"].items()), file=out)

@@ -46,6 +46,16 @@ def _workload(name, layout, src_c, size, dst_c, kernel, stride, pad, group=1, dt
             "synet functional": lambda: synet.conv_transpose2d(xs, ws, b, stride, pad, groups=group, layout=layout,
                                                                n_threads=1),
         }
+        if not bf16:   # the same deconvolution with BF16 src and dst: the bytes "torch bf16" moves
+            conv16 = synet.ConvParams.deconvolution(src_c, src_h, src_w, dst_c, kernel, stride, 1, pad, group,
+                                                    src_type="bf16", dst_type="bf16", format=layout)
+            context16 = synet.Deconvolution16b()
+            context16.init(1, conv16)
+            context16.set_params(ws, b)
+            xs16 = xs.astype(ml_dtypes.bfloat16)
+            dst16 = context16.forward(xs16)
+            buf16 = np.empty(context16.external_buffer_size(), np.uint8)
+            candidates["synet bf16"] = lambda: context16.forward(xs16, buf16, dst16, n_threads=1)
         torch = torch_single_thread()
         if torch is not None:
             F = torch.nn.functional
