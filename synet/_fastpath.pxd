@@ -30,6 +30,17 @@ cdef inline bint is_output(object x, object dtype, object alt, Py_ssize_t size) 
     return is_operand(x, dtype, alt, size) and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>x)
 
 
+cdef inline bint same_shape(object x, object y) noexcept:
+    """Two ndarrays of the same shape."""
+    cdef int i, ndim = cnp.PyArray_NDIM(<cnp.ndarray>x)
+    if ndim != cnp.PyArray_NDIM(<cnp.ndarray>y):
+        return False
+    for i in range(ndim):
+        if cnp.PyArray_DIMS(<cnp.ndarray>x)[i] != cnp.PyArray_DIMS(<cnp.ndarray>y)[i]:
+            return False
+    return True
+
+
 cdef inline bint overlaps(object x, object y) noexcept:
     """Whether two C-contiguous arrays share a byte (None never does)."""
     if x is None or y is None:

@@ -15,12 +15,12 @@ cimport numpy as cnp
 from cython.parallel cimport prange
 from libc.stdint cimport uint16_t, uint32_t
 
-from synet._fastpath cimport new_array
+from synet._fastpath cimport is_output, new_array, same_shape
 from libc.stdint cimport int64_t
 
 from synet._csrc cimport (
-    SYNET_LEVEL_AMX, SYNET_LEVEL_AVX512_BF16, synet_amx_permission, synet_bf16_kernels, synet_bf16_kernels_at,
-    synet_cpu_level, synet_peak_kernels, synet_peak_kernels_at,
+    SYNET_LEVEL_AMX, SYNET_LEVEL_AVX512_BF16, SYNET_MAX_THREADS, synet_amx_permission, synet_bf16_kernels,
+    synet_bf16_kernels_at, synet_cpu_level, synet_peak_kernels, synet_peak_kernels_at,
 )
 
 from ._arrays import UINT16, check_n_threads, check_out
@@ -145,6 +145,8 @@ def get_num_threads():
 cdef int call_threads(object n_threads) except -1:
     if n_threads is None:
         return max(1, omp_get_max_threads()) if SYNET_OPENMP else 1
+    if type(n_threads) is int and 0 < n_threads <= SYNET_MAX_THREADS:   # the common case, quickly
+        return <int>n_threads if SYNET_OPENMP else 1
     return _normalise_threads(n_threads, "n_threads")
 
 
@@ -159,9 +161,12 @@ def resolve_num_threads(n_threads=None):
 cdef const synet_bf16_kernels* _BF16 = synet_bf16_kernels_at(_LEVEL)
 BF16_LEVEL = _BF16.level.decode()
 
+_FLOAT32 = np.dtype(np.float32)
+
 cdef enum:
     BLOCK = 1 << 15          # elements per parallel block; below 4 blocks a conversion runs serially
     STREAM_MIN = 4 << 20     # output bytes from which stores bypass the caches
+    NOGIL_MIN = 1 << 13      # elements from which a conversion releases the GIL (below, that costs more)
 
 
 cdef void bf16_round_array(const uint32_t* src, char* dst, Py_ssize_t n, int itemsize, bint truncate,
@@ -170,7 +175,13 @@ cdef void bf16_round_array(const uint32_t* src, char* dst, Py_ssize_t n, int ite
     cdef Py_ssize_t block, start
     cdef Py_ssize_t blocks = (n + BLOCK - 1) // BLOCK
     cdef bint stream = n * itemsize >= STREAM_MIN
-    for block in prange(blocks, schedule="static", num_threads=threads, use_threads_if=blocks >= 4):
+    if blocks < 4 or threads == 1:   # no parallel region to open: the same blocks
+        for block in range(blocks):
+            start = block * BLOCK
+            _BF16.round_f32(src + start, dst + start * itemsize, min(<Py_ssize_t>BLOCK, n - start), n - start,
+                            truncate, itemsize == 4, stream)
+        return
+    for block in prange(blocks, schedule="static", num_threads=threads):
         start = block * BLOCK
         _BF16.round_f32(src + start, dst + start * itemsize, min(<Py_ssize_t>BLOCK, n - start), n - start, truncate,
                         itemsize == 4, stream)
@@ -191,7 +202,12 @@ cdef void bf16_widen_array(const uint16_t* src, uint32_t* dst, Py_ssize_t n, int
     cdef Py_ssize_t block, start
     cdef Py_ssize_t blocks = (n + BLOCK - 1) // BLOCK
     cdef bint stream = n * 4 >= STREAM_MIN
-    for block in prange(blocks, schedule="static", num_threads=threads, use_threads_if=blocks >= 4):
+    if blocks < 4 or threads == 1:   # no parallel region to open: the same blocks
+        for block in range(blocks):
+            start = block * BLOCK
+            _BF16.widen(src + start, dst + start, min(<Py_ssize_t>BLOCK, n - start), n - start, stream)
+        return
+    for block in prange(blocks, schedule="static", num_threads=threads):
         start = block * BLOCK
         _BF16.widen(src + start, dst + start, min(<Py_ssize_t>BLOCK, n - start), n - start, stream)
 
@@ -214,10 +230,6 @@ def _real_input(x, str name="x"):
     raise ValueError(f"{name}: expected real numbers (float32, float64, integers), got dtype {array.dtype}")
 
 
-def _output(out, shape, tuple dtypes):
-    return np.empty(shape, dtypes[0]) if out is None else check_out(out, shape, dtypes)
-
-
 def _round_to_bf16(x, rounding, out, n_threads, tuple out_dtypes):
     """Round `x` to bfloat16 into `out` (or a new array of out_dtypes[0])."""
     cdef bint truncate
@@ -231,17 +243,20 @@ def _round_to_bf16(x, rounding, out, n_threads, tuple out_dtypes):
         array = x
     else:
         array = _real_input(x)
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(<cnp.ndarray>array)
     if out is None:
         out = new_array(out_dtypes[0], cnp.PyArray_NDIM(<cnp.ndarray>array), cnp.PyArray_DIMS(<cnp.ndarray>array))
-    else:
+    elif not (is_output(out, out_dtypes[0], out_dtypes[len(out_dtypes) - 1], n) and same_shape(out, array)):
         out = check_out(out, array.shape, out_dtypes)
-    cdef Py_ssize_t n = cnp.PyArray_SIZE(<cnp.ndarray>array)
     cdef int itemsize = cnp.PyArray_ITEMSIZE(<cnp.ndarray>out)
     cdef char* dst = <char*>cnp.PyArray_DATA(<cnp.ndarray>out)
     cdef const void* src = cnp.PyArray_DATA(<cnp.ndarray>array)
     if n == 0:
         return out
     if cnp.PyArray_TYPE(<cnp.ndarray>array) == cnp.NPY_FLOAT32:
+        if n < NOGIL_MIN:
+            bf16_round_array(<const uint32_t*>src, dst, n, itemsize, truncate, 1)
+            return out
         with nogil:
             bf16_round_array(<const uint32_t*>src, dst, n, itemsize, truncate, threads)
     else:
@@ -300,11 +315,16 @@ def bfloat16_to_float32(x, *, out=None, n_threads=None):
     if array.dtype != BFLOAT16 and array.dtype != UINT16:
         raise ValueError(f"x: expected bfloat16 (or uint16 raw bits), got dtype {array.dtype}")
     array = np.asarray(array, order="C")
-    out = _output(out, array.shape, (np.dtype(np.float32),))
     cdef Py_ssize_t n = array.size
+    if out is None:
+        out = new_array(_FLOAT32, cnp.PyArray_NDIM(<cnp.ndarray>array), cnp.PyArray_DIMS(<cnp.ndarray>array))
+    elif not (is_output(out, _FLOAT32, _FLOAT32, n) and same_shape(out, array)):
+        out = check_out(out, array.shape, (_FLOAT32,))
     cdef const uint16_t* src = <const uint16_t*>cnp.PyArray_DATA(array)
     cdef uint32_t* dst = <uint32_t*>cnp.PyArray_DATA(out)
-    if n:
+    if n < NOGIL_MIN:
+        bf16_widen_array(src, dst, n, 1)
+    else:
         with nogil:
             bf16_widen_array(src, dst, n, threads)
     return out
@@ -330,7 +350,7 @@ def round_to_bfloat16(x, *, rounding="nearest", out=None, n_threads=None):
     >>> round_to_bfloat16(np.array([1.01171875, 3.14159], np.float32))
     array([1.015625, 3.140625], dtype=float32)
     """
-    return _round_to_bf16(x, rounding, out, n_threads, (np.dtype(np.float32),))
+    return _round_to_bf16(x, rounding, out, n_threads, (_FLOAT32,))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -190,6 +190,12 @@ def test_errors_name_the_parameter():
         synet.bfloat16_to_float32(x)
     with pytest.raises(ValueError, match="out: expected shape"):
         synet.float32_to_bfloat16(x, out=np.empty(5, BF16))
+    for convert, source, dtype in ((synet.float32_to_bfloat16, x, BF16), (synet.round_to_bfloat16, x, np.float32),
+                                   (synet.bfloat16_to_float32, x.astype(BF16), np.float32)):
+        with pytest.raises(ValueError, match=r"out: expected shape \(4,\), got \(2, 2\)"):   # as many elements
+            convert(source, out=np.empty((2, 2), dtype))
+        with pytest.raises(ValueError, match="out: expected a writeable C-contiguous"):
+            convert(source, out=np.empty(8, dtype)[::2])
     with pytest.raises(ValueError, match="out: expected dtype"):
         synet.float32_to_bfloat16(x, out=np.empty(4, np.float32))
     with pytest.raises(ValueError, match="out: expected a writeable"):
