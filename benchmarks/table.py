@@ -1,28 +1,48 @@
-"""Render a bench JSON (``python -m synet bench --json PATH``) as the README's reST table.
+"""Render a bench JSON (``python -m synet bench --json PATH``) as the docs' reST table.
 
-    python benchmarks/table.py bench.json
+    python benchmarks/table.py bench.json [before.json]
+
+With a second file, a column gives the "before" run's synet time of each workload (as it was then).
 """
 
 import json
 import sys
 
 
-def main(path: str) -> None:
+def load(path: str) -> dict[str, dict[str, dict]]:
     with open(path) as f:
         report = json.load(f)
     rows: dict[str, dict[str, dict]] = {}
     for row in report["rows"]:
         rows.setdefault(row["workload"], {})[row["candidate"]] = row
-    head = ("id", "synet 1T", "rate", "2 threads", "peers: time / synet (1 thread)")
+    return report, rows
+
+
+def time_of(row: dict) -> str:
+    return f"{row['ms'] * 1e3:.2f} us" if row.get("micro") else f"{row['ms']:.3f} ms"
+
+
+def main(path: str, before_path: str | None = None) -> None:
+    report, rows = load(path)
+    before = load(before_path)[1] if before_path else {}
+    head = ("id", "synet 1T", *(("before",) if before else ()), "rate", "limit", "2 threads",
+            "peers: time / synet (1 thread)")
     table = []
     for name, candidates in rows.items():
         synet = candidates["synet"]
-        rate = f"{synet['GFLOP/s']:.0f} GFLOP/s" if "GFLOP/s" in synet else f"{synet.get('GB/s', 0):.1f} GB/s"
+        if synet.get("micro"):
+            rate = ""
+        elif "GFLOP/s" in synet:
+            rate = f"{synet['GFLOP/s']:.0f} GFLOP/s"
+        else:
+            rate = f"{synet.get('GB/s', 0):.1f} GB/s"
+        limit = f"{synet['limit %']:.0f} % {synet['bound']}" if "limit %" in synet else ""
         two = candidates.get("synet x2")
         speedup = f"{synet['ms'] / two['ms']:.2f}x" if two else ""
         peers = "; ".join(f"{label} {row['vs_synet']:.2f}x" for label, row in candidates.items()
                           if label not in ("synet", "synet x2"))
-        table.append((name, f"{synet['ms']:.3f} ms", rate, speedup, peers))
+        then = (time_of(before[name]["synet"]) if name in before else "new",) if before else ()
+        table.append((name, time_of(synet), *then, rate, limit, speedup, peers))
     widths = [max(len(r[i]) for r in table + [head]) for i in range(len(head))]
     rule = "  ".join("=" * w for w in widths)
     print(rule)
@@ -36,4 +56,4 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

@@ -307,6 +307,7 @@ def test_other_ranks(name, rank):
 def client():
     from distributed import Client, LocalCluster
 
+    environ = dict(os.environ)   # distributed's nanny sets OMP_NUM_THREADS=1 here: restored for the other tests
     root = os.path.dirname(os.path.dirname(os.path.abspath(synet.__file__)))
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, saved) if p)   # the workers import this synet
@@ -325,6 +326,8 @@ def client():
     finally:
         client.close(timeout=30)
         cluster.close(timeout=30)
+        os.environ.clear()
+        os.environ.update(environ)
 
 
 @pytest.mark.slow   # a cluster of two worker processes: seconds

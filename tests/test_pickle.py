@@ -286,7 +286,7 @@ def test_other_cpu_level_same_bits(isa, tmp_path):
     there, back = tmp_path / "cases.pkl", tmp_path / "back.pkl"
     there.write_bytes(pickle.dumps(cases, pickle.HIGHEST_PROTOCOL))
     result = subprocess.run([sys.executable, "-c", CHILD, str(there), str(back)], env=_child_env(isa),
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=300, cwd=tmp_path)   # not the checkout
     assert result.returncode == 0, result.stderr[-3000:]
     level, returned, outputs = pickle.loads(back.read_bytes())
     if isa == "baseline" or supported != "baseline":

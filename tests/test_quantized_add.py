@@ -932,12 +932,12 @@ print(LEVEL, sorted(kernels), digest.hexdigest())
 
 
 @pytest.mark.skipif(bool(os.environ.get("SYNET_SANITIZED")), reason="not inside the sanitized run")
-def test_every_cpu_level_gives_the_same_bits():
+def test_every_cpu_level_gives_the_same_bits(tmp_path):
     results = {}
     for level in ("baseline", "avx2", "avx512"):
         env = dict(os.environ, SYNET_MAX_ISA=level)
         run = subprocess.run([sys.executable, "-c", LEVELS_SCRIPT], env=env, capture_output=True, text=True,
-                             timeout=600)
+                             timeout=600, cwd=tmp_path)   # not the checkout: the installed synet
         assert run.returncode == 0, run.stderr[-3000:]
         chosen, *rest = run.stdout.split()
         results[chosen] = run.stdout

@@ -10,6 +10,10 @@ import pytest
 import synet
 from synet._kernels import OPENMP, available_cpus
 
+# OpenMP reads OMP_NUM_THREADS once, when the process starts (read here at collection, before any test:
+# distributed's nanny sets it to 1 in this process's environment for the workers it starts)
+OMP_NUM_THREADS_AT_START = os.environ.get("OMP_NUM_THREADS")
+
 
 @pytest.fixture(autouse=True)
 def reset_threads():
@@ -44,7 +48,7 @@ def test_threadpoolctl_sees_and_limits_synet():
     assert any(pool["user_api"] == "openmp" for pool in info)
     with threadpoolctl.threadpool_limits(limits=1, user_api="openmp"):
         assert synet.get_num_threads() == 1
-    assert synet.get_num_threads() == min(available_cpus(), int(os.environ.get("OMP_NUM_THREADS", "1024")))
+    assert synet.get_num_threads() == min(available_cpus(), int(OMP_NUM_THREADS_AT_START or "1024"))
 
 
 @pytest.mark.skipif(not OPENMP, reason="serial build")

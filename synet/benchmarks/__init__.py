@@ -364,10 +364,10 @@ def print_table(rows: list[dict], out=sys.stdout) -> None:
 def plot(rows: list[dict], path: str) -> None:
     """A bar chart of synet's speed-up over each peer per workload (peer time / synet time, 1 thread, log
     scale), saved as an image (matplotlib, the bench extra)."""
-    import matplotlib
+    import matplotlib  # type: ignore[import-not-found, unused-ignore]  # the bench extra
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # type: ignore[import-not-found, unused-ignore]
 
     workloads: list[str] = []
     peers: list[str] = []
