@@ -390,13 +390,20 @@ static synet_size slices(const synet_gather_job *j, synet_size b, synet_size nb)
                ahead, b + nb < j->outer);
 }
 
-/* Rows c_begin..c_end of one outer slice, inner > 1: each row of `inner` is a run. */
+/* Rows c_begin..c_end of one outer slice. With offsets the index holds validated src offsets: one flat run;
+   with inner == 1 the rows form one run too; otherwise each row of `inner` is a run. */
 static synet_size rows_of_slice(const synet_gather_job *j, const char *src, synet_size src_bytes, const char *idx,
                                 char *dst, synet_size c_begin, synet_size c_end)
 {
-    const synet_size e = j->elem_size, x = j->index_size, inner = j->inner;
-    return run(j, src, src_bytes, 0, idx + c_begin * inner * x, (c_end - c_begin) * inner, dst + c_begin * inner * e,
-               inner, c_end - c_begin, j->src_count, inner, 1, 0, 0, 0);
+    const synet_size e = j->elem_size, x = j->index_size, inner = j->inner, count = j->src_count;
+    const synet_size n = (c_end - c_begin) * inner;
+    idx += c_begin * inner * x;
+    dst += c_begin * inner * e;
+    if (j->offsets)
+        return run(j, src, src_bytes, 0, idx, n, dst, n, 1, count * inner, 1, 0, 1, 0, 0);
+    if (inner == 1)
+        return run(j, src, src_bytes, 0, idx, n, dst, n, 1, count, 1, 0, 0, 0, 0);
+    return run(j, src, src_bytes, 0, idx, n, dst, inner, c_end - c_begin, count, inner, 1, 0, 0, 0);
 }
 
 static void prepare(synet_gather_job *j)

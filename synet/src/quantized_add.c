@@ -263,28 +263,6 @@ SYNET_INLINE void folded_loop(const uint8_t *a, const uint8_t *b, uint8_t *dst, 
         _mm_sfence();
 }
 
-#define FOLDED_CASE(MODE, SIGN, STREAM) folded_loop(a, b, dst, n, MODE, SIGN, k, STREAM)
-static void folded_row(const void *a_, const void *b_, void *dst_, synet_size n, const synet_qadd_consts *k,
-                       int mode, int sign, int stream, float hi)
-{
-    const uint8_t *a = (const uint8_t *)a_, *b = (const uint8_t *)b_;
-    uint8_t *dst = (uint8_t *)dst_;
-    (void)hi; /* the saturating packs clamp at 255 / 127 */
-    switch (mode * 4 + sign * 2 + stream) {
-    case 0: FOLDED_CASE(0, 0, 0); break;
-    case 1: FOLDED_CASE(0, 0, 1); break;
-    case 2: FOLDED_CASE(0, 1, 0); break;
-    case 3: FOLDED_CASE(0, 1, 1); break;
-    case 4: FOLDED_CASE(1, 0, 0); break;
-    case 5: FOLDED_CASE(1, 0, 1); break;
-    case 6: FOLDED_CASE(1, 1, 0); break;
-    case 7: FOLDED_CASE(1, 1, 1); break;
-    case 8: FOLDED_CASE(2, 0, 0); break;
-    case 9: FOLDED_CASE(2, 0, 1); break;
-    case 10: FOLDED_CASE(2, 1, 0); break;
-    default: FOLDED_CASE(2, 1, 1); break;
-    }
-}
 #elif SYNET_AVX2
 /* 8 bytes (unsigned or signed) as float32 lanes */
 SYNET_INLINE __m256 bytes_x8(const uint8_t *p, const int sign)
@@ -360,6 +338,10 @@ SYNET_INLINE void folded_loop(const uint8_t *a, const uint8_t *b, uint8_t *dst, 
         _mm_sfence();
 }
 
+#endif
+
+#if SYNET_AVX512 || SYNET_AVX2
+/* folded_loop (the level's vectors) with its mode, sign and stream constant */
 #define FOLDED_CASE(MODE, SIGN, STREAM) folded_loop(a, b, dst, n, MODE, SIGN, k, STREAM)
 static void folded_row(const void *a_, const void *b_, void *dst_, synet_size n, const synet_qadd_consts *k,
                        int mode, int sign, int stream, float hi)
