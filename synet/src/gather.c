@@ -310,7 +310,18 @@ static synet_size strip_u8(const uint8_t *src, const void *idx, int idx_size, ui
 #endif
 
 /* The portable loop: dst[k] = src[norm(idx[k]) * inner + k * step] for k < n; norm adds `count` to
-   a negative index (not to `offsets`); an index still outside [0, count) is counted and gives 0. */
+   a negative index (not to `offsets`), without a branch (random signs: G1 at avx2 10.1 -> 5.0 ms); an
+   index still outside [0, count) is counted and gives 0. */
+#define PORTABLE_LOOP(ELEM, NORMALISE)                                                                             \
+    for (synet_size k = 0; k < n; ++k) {                                                                       \
+        synet_size ic = (synet_size)idx[k];                                                                    \
+        if (NORMALISE)                                                                                         \
+            ic += (ic >> 63) & count;                                                                          \
+        const int ok = (size_t)ic < (size_t)count;                                                             \
+        bad += !ok;                                                                                            \
+        const ELEM v = src[(ok ? ic : count - 1) * inner + k * step]; /* always in range */                   \
+        dst[k] = ok ? v : 0;                                                                                   \
+    }
 #define PORTABLE_RUN(ELEM, INDEX)                                                                               \
     static synet_size run_##ELEM##_##INDEX(const void *src_, const void *idx_, void *dst_, synet_size n,       \
                                            synet_size count, synet_size inner, synet_size step, int offsets) \
@@ -319,14 +330,10 @@ static synet_size strip_u8(const uint8_t *src, const void *idx, int idx_size, ui
         const INDEX *idx = (const INDEX *)idx_;                                                                \
         ELEM *dst = (ELEM *)dst_;                                                                              \
         synet_size bad = 0;                                                                                    \
-        for (synet_size k = 0; k < n; ++k) {                                                                   \
-            synet_size ic = (synet_size)idx[k];                                                                \
-            ic = ic < 0 && !offsets ? ic + count : ic;                                                         \
-            const int ok = (size_t)ic < (size_t)count;                                                         \
-            bad += !ok;                                                                                        \
-            const ELEM v = src[(ok ? ic : count - 1) * inner + k * step]; /* branch-free: always in range */ \
-            dst[k] = ok ? v : 0;                                                                               \
-        }                                                                                                      \
+        if (offsets)                                                                                           \
+            PORTABLE_LOOP(ELEM, 0)                                                                                 \
+        else                                                                                                   \
+            PORTABLE_LOOP(ELEM, 1)                                                                                 \
         return bad;                                                                                            \
     }
 PORTABLE_RUN(uint8_t, int32_t)
