@@ -103,26 +103,26 @@ SYNET_INLINE int all_in_range32(const void *idx, const int idx_size, synet_size 
 }
 
 /* gather16 twice for 4- and 8-byte elements, 32 full lanes, as scalar loads (AMD's vpgatherdd loads about
-   one element a cycle): when every index is in range as it is, straight from the index (G2 0.51 -> 0.44 ms,
-   G4 without set_index 0.305 -> 0.25 ms, G1 2.1 -> 1.8 ms); else with the offsets computed in vectors
-   (clamped into src), stored and loaded back, out-of-range lanes zeroed afterwards. Lane j's element is at
-   index * inner + kstep + j * step. */
+   one element a cycle): `direct` (runs with inner 1 and step 0: a flat index or set_index's offsets) and
+   every index in range as it is: dst[j] = src[idx[j]] (G2 0.51 -> 0.44 ms, G4 without set_index 0.305 ->
+   0.25 ms); else with the offsets computed in vectors (clamped into src), stored and loaded back, out-of-
+   range lanes zeroed afterwards (G1 2.1 -> 1.8 ms). */
 SYNET_INLINE int scalar32(const void *src, const void *idx, const int idx_size, const int offsets, void *dst,
                           const int width, synet_size count, __m512i vcount, synet_size inner, __m512i vinner,
-                          synet_size kstep, synet_size step, __m512i pos0, __m512i pos1, const int direct)
+                          __m512i pos0, __m512i pos1, const int direct)
 {
 #define SCALAR_LOOP(INDEX, ELEM, AT)                                                                       \
     _Pragma("GCC unroll 32") for (int j = 0; j < 32; ++j)                                                  \
         ((ELEM *)dst)[j] = ((const ELEM *)src)[AT];
     if (direct && all_in_range32(idx, idx_size, count)) {
         if (width == 4 && idx_size == 4)
-            SCALAR_LOOP(int32_t, uint32_t, (synet_size)((const int32_t *)idx)[j] * inner + kstep + j * step)
+            SCALAR_LOOP(int32_t, uint32_t, ((const int32_t *)idx)[j])
         else if (width == 4)
-            SCALAR_LOOP(int64_t, uint32_t, ((const int64_t *)idx)[j] * inner + kstep + j * step)
+            SCALAR_LOOP(int64_t, uint32_t, ((const int64_t *)idx)[j])
         else if (idx_size == 4)
-            SCALAR_LOOP(int32_t, uint64_t, (synet_size)((const int32_t *)idx)[j] * inner + kstep + j * step)
+            SCALAR_LOOP(int32_t, uint64_t, ((const int32_t *)idx)[j])
         else
-            SCALAR_LOOP(int64_t, uint64_t, ((const int64_t *)idx)[j] * inner + kstep + j * step)
+            SCALAR_LOOP(int64_t, uint64_t, ((const int64_t *)idx)[j])
         return 0;
     }
     uint32_t o[32] __attribute__((aligned(64)));
@@ -175,7 +175,7 @@ SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const 
         if ((width == 4 || width == 8) && m == 0xFFFFFFFFu) {
             const __m512i pos1 = _mm512_add_epi32(pos, advance);
             bad += scalar32(src, (const char *)idx + k * idx_size, idx_size, offsets, (char *)dst + k * width, width,
-                            count, vcount, inner1 ? 1 : inner, vinner, k * step, step, pos, pos1, inner1);
+                            count, vcount, inner1 ? 1 : inner, vinner, pos, pos1, inner1);
             pos = _mm512_add_epi32(pos1, advance);
             continue;
         }
