@@ -49,13 +49,19 @@ SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, 
     for (int64_t t = 0; t < ntaps; ++t) {
         const float *at = a + toff[t];
         for (int64_t k = 0; k < kpairs; ++k, b += bstride) {
+            /* the weights of every vector first, then pixel by pixel: accumulators, 2 x NV weights and
+               the two broadcasts stay in registers (pixels outermost kept each broadcast alive across
+               the vectors and spilled the accumulators) */
+            vfloat odd[4], even[4];
             for (int v = 0; v < NV; ++v) {
                 const vbits w = *(const vbits_u *)(const void *)(b + 2 * VW * v);
-                const vfloat odd = (vfloat)(w & high), even = (vfloat)(w << 16);
-                for (int m = 0; m < M; ++m) {
-                    acc[m][v] = multiply_add(splat(at[m * ps + 2 * k + 1]), odd, acc[m][v]);
-                    acc[m][v] = multiply_add(splat(at[m * ps + 2 * k]), even, acc[m][v]);
-                }
+                odd[v] = (vfloat)(w & high);
+                even[v] = (vfloat)(w << 16);
+            }
+            for (int m = 0; m < M; ++m) {
+                const vfloat a_odd = splat(at[m * ps + 2 * k + 1]), a_even = splat(at[m * ps + 2 * k]);
+                for (int v = 0; v < NV; ++v)
+                    acc[m][v] = multiply_add(a_even, even[v], multiply_add(a_odd, odd[v], acc[m][v]));
             }
         }
     }
@@ -68,7 +74,8 @@ SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, 
     case (MM) * 8 + (NN): \
         fp32_tile(a, toff, ntaps, kpairs, ps, b, bstride, out, MM, NN); \
         return;
-#define FP32_CASES_M6(NN) FP32_CASE(1, NN) FP32_CASE(2, NN) FP32_CASE(3, NN) FP32_CASE(4, NN) FP32_CASE(5, NN) FP32_CASE(6, NN)
+#define FP32_CASES_M5(NN) FP32_CASE(1, NN) FP32_CASE(2, NN) FP32_CASE(3, NN) FP32_CASE(4, NN) FP32_CASE(5, NN)
+#define FP32_CASES_M6(NN) FP32_CASES_M5(NN) FP32_CASE(6, NN)
 #define FP32_CASES_M8(NN) FP32_CASES_M6(NN) FP32_CASE(7, NN) FP32_CASE(8, NN)
 #define FP32_CASES_M12(NN) FP32_CASES_M8(NN) FP32_CASE(9, NN) FP32_CASE(10, NN) FP32_CASE(11, NN) FP32_CASE(12, NN)
 
@@ -80,9 +87,9 @@ static int fp32_rows(int nv16) { return nv16 <= 2 ? 12 : (nv16 == 3 ? 8 : 6); }
 static int fp32_rows(int nv16)
 {
     (void)nv16;
-    return 6;
+    return 5;
 }
-#define FP32_SPAN (2 * VW) /* two vectors of channels per call: 6 x 2 accumulators */
+#define FP32_SPAN (2 * VW) /* two vectors of channels per call: 5 x 2 accumulators, 4 weights, 2 broadcasts */
 #endif
 
 static void fp32_call(const float *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
@@ -95,8 +102,8 @@ static void fp32_call(const float *a, const int64_t *toff, int64_t ntaps, int64_
         FP32_CASES_M8(3)
         FP32_CASES_M6(4)
 #else
-        FP32_CASES_M6(1)
-        FP32_CASES_M6(2)
+        FP32_CASES_M5(1)
+        FP32_CASES_M5(2)
 #endif
     default:
         break;
