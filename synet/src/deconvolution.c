@@ -385,7 +385,10 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
             const synet_size ni = SYNET_MIN(p->col_count[rx], c0 + 4 * mmax);
             const uint16_t *bw = p->weights + p->weight_offsets[(g * phases + phase) * p->nblocks + ob];
             for (synet_size i = c0; i < ni;) {
-                const int M = (int)SYNET_MIN((synet_size)mmax, ni - i);
+                /* the fewest tiles of <= mmax pixels, of near-equal sizes (16 at <= 5: 4+4+4+4, not 5+5+5+1:
+                   a thin tile has too few accumulators to keep the multiply-adds busy) */
+                const synet_size rest = ni - i, tiles = (rest + mmax - 1) / mmax;
+                const int M = (int)((rest + tiles - 1) / tiles);
                 const synet_size at =
                     n * p->padded_image +
                     (((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + (i0 + i + p->pad_low_x)) *
