@@ -165,6 +165,18 @@ def test_workload_shapes(fmt, cg_in, cg_out, groups):
              Activation.IDENTITY, True, 7)
 
 
+@pytest.mark.parametrize("width, kernel, stride, pads", [
+    (600, 4, 2, 1),           # 1200 columns: two row chunks of the channels-first kernel, paired phases
+    (530, 3, 2, (1, 2, 0, 1)),  # asymmetric pads: phases with different column ranges at the chunk edge
+    (1100, 3, 1, 1),          # stride 1, 1100 columns
+    (400, 5, 3, 2),           # stride 3 (scalar phases), 1199 columns
+])
+def test_depthwise_rows_wider_than_a_chunk(width, kernel, stride, pads):
+    """Channels-first depthwise rows are assembled 1024 columns at a time: every column of each chunk."""
+    run_case("NCHW", 1, 1, 1, 3, (2, width), (kernel, kernel), (stride, stride), (1, 1), pads, False, False,
+             Activation.RELU, True, 21)
+
+
 def test_kernel1_stride1_bf16_direct():
     d, _, _ = run_case("NHWC", 1, 32, 40, 1, (7, 5), (1, 1), (1, 1), (1, 1), 0, True, True,
                        Activation.RELU, True, 11)

@@ -10,6 +10,7 @@
 
 #define DW_CHUNK 256 /* channels-last accumulator length */
 #define DW_COLS 1024 /* output columns of one channels-first row assembled at a time */
+#define DW_UNROLL_MAX 9 /* the most taps phase_columns unrolls */
 
 /* row r of the BF16-rounded FP32 copy of src, zero-padded: [n, c, zp, yp, xp] or [n, zp, yp, xp, c] */
 void deconv_depthwise_pad_row(const synet_deconv_plan *p, const void *src, void *image_, synet_size r)
@@ -32,13 +33,11 @@ void deconv_depthwise_pad_row(const synet_deconv_plan *p, const void *src, void 
 
 /* One vector of outputs i..i+VW-1 of a phase: sum_t w[t] * s[toff[t] + i], in tap order. BF16 products
    are exact in FP32, so the multiply-add equals the fma and a scalar sum in the same order gives the
-   lanes' bits. NT > 0: that many taps, unrolled (their weights and offsets stay in registers). */
-SYNET_INLINE vfloat phase_vector(const float *s, const int64_t *toff, const float *w, int64_t ntaps, int64_t i,
-                                 const int NT)
+   lanes' bits. */
+SYNET_INLINE vfloat phase_vector(const float *s, const int64_t *toff, const float *w, int64_t ntaps, int64_t i)
 {
     vfloat a = {};
-    const int64_t n = NT > 0 ? NT : ntaps;
-    for (int64_t t = 0; t < n; ++t)
+    for (int64_t t = 0; t < ntaps; ++t)
         a = multiply_add(splat(w[t]), load_vf(s + toff[t] + i), a);
     return a;
 }
@@ -62,28 +61,39 @@ SYNET_INLINE float phase_scalar(const float *s, const int64_t *toff, const float
 #define INTERLEAVE_HI 2, 6, 3, 7
 #endif
 
+/* phase_vector with NT taps hoisted: sum_t w[t] * src[t][i], in tap order */
+SYNET_INLINE vfloat hoisted_vector(const float *const *src, const vfloat *w, int64_t i, const int NT)
+{
+    vfloat a = {};
+    for (int t = 0; t < NT; ++t)
+        a = multiply_add(w[t], load_vf(src[t] + i), a);
+    return a;
+}
+
 /* out[i] = phase(i) for i < len (ostep 1), or the two phases of a stride-2 row interleaved: out[2i] =
-   phase a (i), out[2i + 1] = phase b (i) (b's taps in toff_b / w_b). */
+   phase a (i), out[2i + 1] = phase b (i) (b's taps in toff_b / w_b). NT > 0 taps (both phases): their
+   weights and source rows are loaded before the loop, in registers (the stores to out could alias w, so
+   the compiler would reload them at every vector). */
 SYNET_INLINE void phase_run(const float *s, const int64_t *toff, const float *w, int64_t ntaps,
                             const int64_t *toff_b, const float *w_b, int64_t ntaps_b, int64_t len, float *out,
                             const int pair, const int NT)
 {
-    int64_t i = 0;
-    for (; i + VW <= len; i += VW) {
-        const vfloat a = phase_vector(s, toff, w, ntaps, i, NT);
+    vfloat wa[DW_UNROLL_MAX], wb[DW_UNROLL_MAX];
+    const float *sa[DW_UNROLL_MAX], *sb[DW_UNROLL_MAX];
+    for (int t = 0; t < NT; ++t) {
+        wa[t] = splat(w[t]);
+        sa[t] = s + toff[t];
         if (pair) {
-            const vfloat b = phase_vector(s, toff_b, w_b, ntaps_b, i, NT);
-            *(vfloat_u *)(void *)(out + 2 * i) = __builtin_shufflevector(a, b, INTERLEAVE_LO);
-            *(vfloat_u *)(void *)(out + 2 * i + VW) = __builtin_shufflevector(a, b, INTERLEAVE_HI);
-        } else {
-            *(vfloat_u *)(void *)(out + i) = a;
+            wb[t] = splat(w_b[t]);
+            sb[t] = s + toff_b[t];
         }
     }
-    if (i < len) { /* the tail as one more vector: its lanes past len read up to VW - 1 columns further (the
-                      scratch has room) and write into the caller's slack, which nothing stores */
-        const vfloat a = phase_vector(s, toff, w, ntaps, i, NT);
+    /* the tail as one more vector: its lanes past len read up to VW - 1 columns further (the scratch has
+       room) and write into the caller's slack, which nothing stores */
+    for (int64_t i = 0; i < len; i += VW) {
+        const vfloat a = NT > 0 ? hoisted_vector(sa, wa, i, NT) : phase_vector(s, toff, w, ntaps, i);
         if (pair) {
-            const vfloat b = phase_vector(s, toff_b, w_b, ntaps_b, i, NT);
+            const vfloat b = NT > 0 ? hoisted_vector(sb, wb, i, NT) : phase_vector(s, toff_b, w_b, ntaps_b, i);
             *(vfloat_u *)(void *)(out + 2 * i) = __builtin_shufflevector(a, b, INTERLEAVE_LO);
             *(vfloat_u *)(void *)(out + 2 * i + VW) = __builtin_shufflevector(a, b, INTERLEAVE_HI);
         } else {
@@ -121,9 +131,24 @@ static void phase_columns(const float *s, const int64_t *toff, const float *w, i
 #undef PHASE_CASE
 }
 
+/* The outputs rx - pad_left + stride_x * m of phase rx that fall in columns [x0, x1): m in [*m0, *m1). */
+static void phase_range(const synet_deconv_plan *p, synet_size rx, synet_size x0, synet_size x1, synet_size *m0,
+                        synet_size *m1)
+{
+    const synet_size base = rx - p->pad_left;
+    *m0 = p->col_first[rx];
+    *m1 = *m0 + p->col_count[rx];
+    if (x1 - x0 < p->dst_w) { /* a part of the row (divisions of non-negative numbers only) */
+        const synet_size last = x1 - 1 - base;
+        *m0 = SYNET_MAX(*m0, x0 - base <= 0 ? 0 : (x0 - base + p->stride_x - 1) / p->stride_x);
+        *m1 = last < 0 ? *m0 : SYNET_MAX(*m0, SYNET_MIN(*m1, last / p->stride_x + 1));
+    }
+}
+
 /* Channels first: one (image, channel) plane. Its padded copy is made here (it stays in cache for the
    taps), then every output row is assembled phase by phase in a row buffer and stored once,
-   contiguously, with bias and activation. */
+   contiguously, with bias and activation. Stride 2 (the common upsampling): the columns both x phases
+   have as interleaved pairs, the few others (at the edges) one by one. */
 static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *image, void *dst, synet_size task)
 {
     float row[DW_COLS + 2 * VW];
@@ -133,46 +158,27 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
     for (synet_size r = 0; r < plane_rows; ++r) /* (image row n * C + c is this task's) */
         deconv_depthwise_pad_row(p, src, image, task * plane_rows + r);
     const float *w = p->depthwise + c * p->kpairs;
-    for (synet_size r = 0; r < p->nrows; ++r) {
-        const synet_size rzy = p->row_phase[r], rz = rzy / p->stride_y, ry = rzy % p->stride_y;
-        const synet_size j = p->row_index[r], k = p->row_z[r];
-        const synet_size oy = ry - p->pad_top + p->stride_y * j, oz = rz - p->pad_front + p->stride_z * k;
-        const float *s = pad + ((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + p->pad_low_x;
-        const synet_size off = (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w;
-        for (synet_size x0 = 0; x0 < p->dst_w; x0 += DW_COLS) {
-            const synet_size x1 = SYNET_MIN(p->dst_w, x0 + DW_COLS);
-            /* phase rx writes outputs rx - pad_left + stride_x * m for m in [first[rx], last[rx]) */
-            synet_size first[2] = {0, 0}, last[2] = {0, 0};
-            for (synet_size rx = 0; rx < p->stride_x; ++rx) {
-                const synet_size base = rx - p->pad_left;
-                synet_size m0 = x0 - base <= 0 ? 0 : (x0 - base + p->stride_x - 1) / p->stride_x;
-                m0 = SYNET_MAX(p->col_first[rx], m0);
-                const synet_size m1 = SYNET_MIN(p->col_first[rx] + p->col_count[rx], (x1 - 1 - base) / p->stride_x + 1);
-                if (rx < 2) {
-                    first[rx] = m0;
-                    last[rx] = SYNET_MAX(m0, m1);
-                }
-                if (p->stride_x != 2 && m1 > m0) {
-                    const synet_size phase = rzy * p->stride_x + rx;
-                    float *o = row + (base + p->stride_x * m0 - x0);
-                    if (p->stride_x == 1) {
-                        phase_columns(s + m0, p->tap_offsets + p->phase_tap0[phase], w + p->phase_tap0[phase],
-                                      p->phase_taps[phase], NULL, NULL, 0, m1 - m0, o, 0);
-                    } else {
-                        for (synet_size m = m0; m < m1; ++m)
-                            o[p->stride_x * (m - m0)] = phase_scalar(s + m, p->tap_offsets + p->phase_tap0[phase],
-                                                                     w + p->phase_tap0[phase], p->phase_taps[phase], 0);
-                    }
-                }
-            }
-            if (p->stride_x == 2) { /* the columns both phases have as interleaved pairs, then the others */
-                const synet_size both0 = SYNET_MAX(first[0], first[1]), both1 = SYNET_MAX(both0, SYNET_MIN(last[0], last[1]));
-                if (both1 > both0) {
-                    const synet_size p0 = rzy * 2, p1 = p0 + 1;
+    for (synet_size x0 = 0; x0 < p->dst_w; x0 += DW_COLS) {
+        const synet_size x1 = SYNET_MIN(p->dst_w, x0 + DW_COLS);
+        synet_size first[2] = {0, 0}, last[2] = {0, 0}, both0 = 0, both1 = 0;
+        if (p->stride_x == 2) {
+            phase_range(p, 0, x0, x1, &first[0], &last[0]);
+            phase_range(p, 1, x0, x1, &first[1], &last[1]);
+            both0 = SYNET_MAX(first[0], first[1]);
+            both1 = SYNET_MAX(both0, SYNET_MIN(last[0], last[1]));
+        }
+        for (synet_size r = 0; r < p->nrows; ++r) {
+            const synet_size rzy = p->row_phase[r], rz = rzy / p->stride_y, ry = rzy % p->stride_y;
+            const synet_size j = p->row_index[r], k = p->row_z[r];
+            const synet_size oy = ry - p->pad_top + p->stride_y * j, oz = rz - p->pad_front + p->stride_z * k;
+            const float *s = pad + ((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + p->pad_low_x;
+            const synet_size off = (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w;
+            if (p->stride_x == 2) {
+                const synet_size p0 = rzy * 2, p1 = p0 + 1;
+                if (both1 > both0)
                     phase_columns(s + both0, p->tap_offsets + p->phase_tap0[p0], w + p->phase_tap0[p0],
                                   p->phase_taps[p0], p->tap_offsets + p->phase_tap0[p1], w + p->phase_tap0[p1],
                                   p->phase_taps[p1], both1 - both0, row + (2 * both0 - p->pad_left - x0), 1);
-                }
                 for (synet_size rx = 0; rx < 2; ++rx) {
                     const synet_size phase = rzy * 2 + rx, base = rx - p->pad_left;
                     const int64_t *toff = p->tap_offsets + p->phase_tap0[phase];
@@ -181,6 +187,20 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
                         row[base + 2 * m - x0] = phase_scalar(s + m, toff, wt, p->phase_taps[phase], 0);
                     for (synet_size m = SYNET_MAX(first[rx], both1); m < last[rx]; ++m)
                         row[base + 2 * m - x0] = phase_scalar(s + m, toff, wt, p->phase_taps[phase], 0);
+                }
+            } else {
+                for (synet_size rx = 0; rx < p->stride_x; ++rx) {
+                    synet_size m0, m1;
+                    phase_range(p, rx, x0, x1, &m0, &m1);
+                    const synet_size phase = rzy * p->stride_x + rx;
+                    const int64_t *toff = p->tap_offsets + p->phase_tap0[phase];
+                    const float *wt = w + p->phase_tap0[phase];
+                    float *o = row + (rx - p->pad_left + p->stride_x * m0 - x0);
+                    if (p->stride_x == 1)
+                        phase_columns(s + m0, toff, wt, p->phase_taps[phase], NULL, NULL, 0, m1 - m0, o, 0);
+                    else
+                        for (synet_size m = m0; m < m1; ++m)
+                            o[p->stride_x * (m - m0)] = phase_scalar(s + m, toff, wt, p->phase_taps[phase], 0);
                 }
             }
             deconv_store(row, 1, x1 - x0, 1, c, p, dst, off + x0, 1, 0);
