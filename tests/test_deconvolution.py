@@ -158,7 +158,7 @@ def test_prelu_extra_slopes_ignored(fmt):
 
 
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
-@pytest.mark.parametrize("cg_in, cg_out, groups", [(64, 64, 1), (32, 48, 2), (1, 1, 24), (3, 5, 1)])
+@pytest.mark.parametrize("cg_in, cg_out, groups", [(64, 64, 1), (32, 48, 2), (1, 1, 24), (1, 1, 100), (3, 5, 1)])
 def test_workload_shapes(fmt, cg_in, cg_out, groups):
     """Sizes like the benchmarks' (both kernels: AMX for >= 16 channels per group, vector otherwise)."""
     run_case(fmt, 2, cg_in, cg_out, groups, (9, 11), (4, 4), (2, 2), (1, 1), 1, False, False,

@@ -8,7 +8,6 @@
  */
 #include "deconvolution_level.h"
 
-#define DW_CHUNK 256 /* channels-last accumulator length */
 #define DW_COLS 1024 /* output columns of one channels-first row assembled at a time */
 #define DW_UNROLL_MAX 9 /* the most taps phase_columns unrolls */
 
@@ -208,41 +207,90 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
     }
 }
 
-/* Channels last: one output row of one image; each output pixel's channels in vectors, the sum over the
-   phase's taps in registers; stored once per pixel with bias and activation. */
+/* Channels last: DW_SPAN channels of up to DW_PIXELS output pixels of a phase, summed in a tile
+   [pixel][channel] (row stride DW_SPAN) that is stored once per phase row segment. */
+#define DW_NV (VW == 16 ? 4 : 2) /* vectors of channels in a span: NT x DW_NV weights stay in registers */
+#define DW_SPAN (DW_NV * VW)
+#define DW_PIXELS 16
+
+/* tile[m][c] = sum over taps t of w[t * C + c] * s[m * C + toff[t] + c], in tap order, for m < M, c < cn.
+   NT > 0: that many taps, their weights loaded once into registers (every pixel of the segment uses
+   them); NT == 0: ntaps, the weights loaded at each use. */
+SYNET_INLINE void channels_last_tile(const float *s, synet_size C, const int64_t *toff, const float *w, int64_t ntaps,
+                                     synet_size M, synet_size cn, float *tile, const int NT)
+{
+    const synet_size nv = cn / VW;
+    vfloat wv[DW_UNROLL_MAX][DW_NV];
+    for (int t = 0; t < NT; ++t)
+        for (int v = 0; v < DW_NV; ++v)
+            wv[t][v] = v < nv ? load_vf(w + t * C + v * VW) : (vfloat){};
+    for (synet_size m = 0; m < M; ++m) {
+        const float *sm = s + m * C;
+        for (int v = 0; v < DW_NV; ++v) {
+            if (v >= nv)
+                break;
+            vfloat a = {};
+            if (NT > 0)
+                for (int t = 0; t < NT; ++t)
+                    a = multiply_add(wv[t][v], load_vf(sm + toff[t] + v * VW), a);
+            else
+                for (int64_t t = 0; t < ntaps; ++t)
+                    a = multiply_add(load_vf(w + t * C + v * VW), load_vf(sm + toff[t] + v * VW), a);
+            *(vfloat_u *)(void *)(tile + m * DW_SPAN + v * VW) = a;
+        }
+        for (synet_size c = nv * VW; c < cn; ++c) {
+            float a = 0.0f;
+            for (int64_t t = 0; t < ntaps; ++t)
+                a = a + w[t * C + c] * sm[toff[t] + c];
+            tile[m * DW_SPAN + c] = a;
+        }
+    }
+}
+
+static void channels_last_call(const float *s, synet_size C, const int64_t *toff, const float *w, int64_t ntaps,
+                               synet_size M, synet_size cn, float *tile)
+{
+#define TILE_CASE(NT) \
+    case NT: \
+        channels_last_tile(s, C, toff, w, ntaps, M, cn, tile, NT); \
+        return;
+    switch (ntaps) {
+        TILE_CASE(1)
+        TILE_CASE(2)
+        TILE_CASE(3)
+        TILE_CASE(4)
+        TILE_CASE(6)
+        TILE_CASE(8)
+        TILE_CASE(9)
+    default:
+        channels_last_tile(s, C, toff, w, ntaps, M, cn, tile, 0);
+    }
+#undef TILE_CASE
+}
+
+/* Channels last: one output row of one image, phase by phase, in tiles of pixels x channels; each output
+   stored once with bias and activation. */
 static void depthwise_row_channels_last(const synet_deconv_plan *p, const float *image, void *dst, synet_size task)
 {
-    float acc[DW_CHUNK];
+    float tile[DW_PIXELS * DW_SPAN];
     const synet_size r = task % p->nrows, n = task / p->nrows, C = p->src_c;
     const synet_size rzy = p->row_phase[r], rz = rzy / p->stride_y, ry = rzy % p->stride_y;
     const synet_size j = p->row_index[r], k = p->row_z[r];
     const synet_size oy = ry - p->pad_top + p->stride_y * j, oz = rz - p->pad_front + p->stride_z * k;
     const synet_size zy = (k + p->pad_low_z) * p->padded_h + j + p->pad_low_y; /* the padded plane row */
+    const synet_size pixel_step = p->stride_x * C;
     for (synet_size rx = 0; rx < p->stride_x; ++rx) {
         const synet_size phase = rzy * p->stride_x + rx, i0 = p->col_first[rx], ni = p->col_count[rx];
         const int64_t *toff = p->tap_offsets + p->phase_tap0[phase];
         const float *w = p->depthwise + p->phase_tap0[phase] * C;
-        const int64_t ntaps = p->phase_taps[phase];
-        for (synet_size i = 0; i < ni; ++i) {
-            const float *s = image + ((n * p->padded_d * p->padded_h + zy) * p->padded_w + i0 + i + p->pad_low_x) * C;
-            const synet_size off =
-                (((n * p->dst_d + oz) * p->dst_h + oy) * p->dst_w + rx - p->pad_left + p->stride_x * (i0 + i)) * C;
-            for (synet_size c0 = 0; c0 < C; c0 += DW_CHUNK) {
-                const synet_size cn = SYNET_MIN((synet_size)DW_CHUNK, C - c0);
-                synet_size c = 0;
-                for (; c + VW <= cn; c += VW) {
-                    vfloat a = {};
-                    for (int64_t t = 0; t < ntaps; ++t)
-                        a = multiply_add(load_vf(w + t * C + c0 + c), load_vf(s + toff[t] + c0 + c), a);
-                    *(vfloat_u *)(void *)(acc + c) = a;
-                }
-                for (; c < cn; ++c) {
-                    float a = 0.0f;
-                    for (int64_t t = 0; t < ntaps; ++t)
-                        a = a + w[t * C + c0 + c] * s[toff[t] + c0 + c];
-                    acc[c] = a;
-                }
-                deconv_store(acc, 0, 1, cn, c0, p, dst, off + c0, 0, 1);
+        const float *s = image + ((n * p->padded_d * p->padded_h + zy) * p->padded_w + i0 + p->pad_low_x) * C;
+        const synet_size off = (((n * p->dst_d + oz) * p->dst_h + oy) * p->dst_w + rx - p->pad_left + p->stride_x * i0) * C;
+        for (synet_size c0 = 0; c0 < C; c0 += DW_SPAN) {
+            const synet_size cn = SYNET_MIN((synet_size)DW_SPAN, C - c0);
+            for (synet_size i = 0; i < ni; i += DW_PIXELS) {
+                const synet_size M = SYNET_MIN((synet_size)DW_PIXELS, ni - i);
+                channels_last_call(s + i * C + c0, C, toff, w + c0, p->phase_taps[phase], M, cn, tile);
+                deconv_store(tile, DW_SPAN, M, cn, c0, p, dst, off + i * pixel_step + c0, pixel_step, 1);
             }
         }
     }
