@@ -177,6 +177,14 @@ def test_depthwise_rows_wider_than_a_chunk(width, kernel, stride, pads):
              Activation.RELU, True, 21)
 
 
+@pytest.mark.parametrize("width, stride, dst_bf16", [(3, 2, True), (1, 2, False), (5, 1, True), (4, 3, False)])
+def test_depthwise_narrow_rows_batched(width, stride, dst_bf16):
+    """Narrow channels-first depthwise rows are assembled many to a buffer (each row's tail vector spills
+    into the next) and stored together: every row right, with a per-channel activation."""
+    run_case("NCHW", 2, 1, 1, 5, (9, width), (3, 3), (stride, stride), (1, 1), 1, False, dst_bf16,
+             Activation.PRELU, True, 22)
+
+
 def test_kernel1_stride1_bf16_direct():
     d, _, _ = run_case("NHWC", 1, 32, 40, 1, (7, 5), (1, 1), (1, 1), (1, 1), 0, True, True,
                        Activation.RELU, True, 11)

@@ -150,7 +150,7 @@ static void phase_range(const synet_deconv_plan *p, synet_size rx, synet_size x0
    have as interleaved pairs, the few others (at the edges) one by one. */
 static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *image, void *dst, synet_size task)
 {
-    float row[DW_COLS + 2 * VW];
+    float buffer[DW_COLS + 2 * VW];
     const synet_size c = task % p->src_c, n = task / p->src_c;
     const synet_size plane_rows = p->padded_d * p->padded_h;
     const float *pad = image + task * plane_rows * p->padded_w;
@@ -158,7 +158,12 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
         deconv_depthwise_pad_row(p, src, image, task * plane_rows + r);
     const float *w = p->depthwise + c * p->kpairs;
     for (synet_size x0 = 0; x0 < p->dst_w; x0 += DW_COLS) {
-        const synet_size x1 = SYNET_MIN(p->dst_w, x0 + DW_COLS);
+        const synet_size x1 = SYNET_MIN(p->dst_w, x0 + DW_COLS), width = x1 - x0;
+        /* whole rows, every output row of the plane in order (the plan sorts them): as many as the buffer
+           holds are assembled one after the other (a row's tail vector spills into the next, which
+           overwrites it) and stored by one epilogue call */
+        const synet_size batch = width == p->dst_w && p->nrows == p->dst_d * p->dst_h ? DW_COLS / width : 1;
+        synet_size filled = 0, batch_off = 0;
         synet_size first[2] = {0, 0}, last[2] = {0, 0}, both0 = 0, both1 = 0;
         if (p->stride_x == 2) {
             phase_range(p, 0, x0, x1, &first[0], &last[0]);
@@ -172,6 +177,9 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
             const synet_size oy = ry - p->pad_top + p->stride_y * j, oz = rz - p->pad_front + p->stride_z * k;
             const float *s = pad + ((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + p->pad_low_x;
             const synet_size off = (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w;
+            float *row = buffer + filled * width;
+            if (filled == 0)
+                batch_off = off;
             if (p->stride_x == 2) {
                 const synet_size p0 = rzy * 2, p1 = p0 + 1;
                 if (both1 > both0)
@@ -202,7 +210,10 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
                             o[p->stride_x * (m - m0)] = phase_scalar(s + m, toff, wt, p->phase_taps[phase], 0);
                 }
             }
-            deconv_store(row, 1, x1 - x0, 1, c, p, dst, off + x0, 1, 0);
+            if (++filled == batch || r == p->nrows - 1) {
+                deconv_store(buffer, 1, filled * width, 1, c, p, dst, batch_off + x0, 1, 0);
+                filled = 0;
+            }
         }
     }
 }
