@@ -185,6 +185,29 @@ def test_depthwise_narrow_rows_batched(width, stride, dst_bf16):
              Activation.PRELU, True, 22)
 
 
+@pytest.mark.parametrize("pad_left", [0, 1, 2, 3])
+@pytest.mark.parametrize("kernel", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("act, dst", [("identity", "f32"), ("relu", "bf16")])
+def test_nchw_stride2_rows_match_nhwc(pad_left, kernel, act, dst):
+    """Channels first with stride 2: the two x phases of a row are stored together (their columns
+    interleaved in registers), the columns only one phase covers on their own; the same bits as NHWC."""
+    cin, cout, h, w = 20, 70, 5, 13
+    outs = []
+    for fmt in ("NCHW", "NHWC"):
+        conv = ConvParams.deconvolution(cin, h, w, cout, kernel, 2, 1, 0, 1, act, "f32", dst, fmt)
+        conv = dataclasses.replace(conv, pad_x=pad_left, dst_w=conv.dst_w - pad_left)
+        d = Deconvolution16b(1, conv)
+        wt = np.random.default_rng(kernel).standard_normal((cin, cout, kernel, kernel)).astype(np.float32)
+        x = np.random.default_rng(9).standard_normal((1, cin, h, w)).astype(np.float32)
+        if fmt == "NHWC":
+            wt, x = to_nhwc(wt), to_nhwc(x)
+        d.set_params(wt, np.linspace(-1, 1, cout, dtype=np.float32))
+        y = d.forward(x)
+        outs.append(y if fmt == "NCHW" else to_nchw(y))
+    bits = np.uint16 if dst == "bf16" else np.uint32
+    assert np.array_equal(outs[0].view(bits), outs[1].view(bits))
+
+
 def test_kernel1_stride1_bf16_direct():
     d, _, _ = run_case("NHWC", 1, 32, 40, 1, (7, 5), (1, 1), (1, 1), (1, 1), 0, True, True,
                        Activation.RELU, True, 11)

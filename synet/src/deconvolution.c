@@ -357,10 +357,88 @@ static int micro_rows(const synet_deconv_plan *p, int nv16)
     return fp32_rows(nv16);
 }
 
+#if SYNET_AVX512
+#define PAIR_ROWS (4 * MMAX) /* pixels of one x phase in a column chunk, at most */
+
+/* Channels first with stride_x 2 and IDENTITY / RELU: the x phases interleave along each output row, so
+   storing a tile of one phase writes every other element of each channel's row (masked stores, each
+   line written twice). Instead the raw sums of both phases of a column chunk are kept ([pixel][channel]
+   rows of pair[rx], pixel c0 + q in row q) and stored together: 16 consecutive output columns at a time,
+   their 16 rows (the phases alternate) transposed in registers, so that each channel's columns go out
+   in one contiguous store, with bias and activation as deconv_store adds them (D1 0.67 -> 0.57 ms, D7
+   4.3 -> 3.6 ms). The pixels of one phase outside the columns both phases cover go through
+   deconv_store. ni[rx]: the phase's pixels end (exclusive); base: dst offset of channel oc0, x 0. */
+static void store_pair(const synet_deconv_plan *p, float pair[2][PAIR_ROWS * BLOCK], synet_size c0,
+                       const synet_size ni[2], void *dst, synet_size base, synet_size oc0, synet_size nvalid)
+{
+    const synet_size cstep = channel_step(p);
+    synet_size first[2], count[2];
+    for (int rx = 0; rx < 2; ++rx) {
+        first[rx] = rx - p->pad_left + 2 * (p->col_first[rx] + c0); /* x of the chunk's first pixel */
+        count[rx] = ni[rx] > c0 ? ni[rx] - c0 : 0;
+    }
+    /* [lo, hi): the columns where every x is a pixel of this chunk of one phase or the other */
+    synet_size lo = 0, hi = 0;
+    if (count[0] && count[1]) {
+        lo = SYNET_MAX(first[0], first[1]) - 1;
+        hi = SYNET_MAX(lo, SYNET_MIN(first[0] + 2 * (count[0] - 1), first[1] + 2 * (count[1] - 1)) + 2);
+    }
+    for (int rx = 0; rx < 2; ++rx) { /* a phase's pixels left of lo and from hi on, on their own */
+        if (!count[rx])
+            continue;
+        const synet_size left = hi > lo ? SYNET_MIN(count[rx], SYNET_MAX(0, (lo - first[rx] + 1) / 2)) : count[rx];
+        const synet_size right = hi > lo ? SYNET_MIN(count[rx], SYNET_MAX(left, (hi - first[rx] + 1) / 2)) : count[rx];
+        if (left)
+            deconv_store(pair[rx], BLOCK, left, nvalid, oc0, p, dst, base + first[rx], 2, cstep);
+        if (right < count[rx])
+            deconv_store(pair[rx] + right * BLOCK, BLOCK, count[rx] - right, nvalid, oc0, p, dst,
+                         base + first[rx] + 2 * right, 2, cstep);
+    }
+    const __m512 zero = _mm512_setzero_ps();
+    const int relu = p->act == SYNET_ACT_RELU, bf16 = p->dst_bf16;
+    const float *bias = p->bias + oc0;
+    float *d32 = (float *)dst;
+    uint16_t *d16 = (uint16_t *)dst;
+    for (synet_size x0 = lo; x0 < hi; x0 += 16) {
+        const int cols = (int)SYNET_MIN((synet_size)16, hi - x0);
+        const __mmask16 kx = synet_mask16(cols);
+        const float *row[16];
+        for (int q = 0; q < 16; ++q) { /* column x0 + q: phase rx, pixel (x - first[rx]) / 2 of the chunk */
+            const synet_size x = x0 + (q < cols ? q : 0);
+            const int rx = (int)(((x + p->pad_left) % 2 + 2) % 2);
+            row[q] = pair[rx] + (x - first[rx]) / 2 * BLOCK;
+        }
+        for (synet_size n0 = 0; n0 < nvalid; n0 += 16) {
+            const int nn = (int)SYNET_MIN((synet_size)16, nvalid - n0);
+            __m512 col[16];
+            for (int q = 0; q < 16; ++q)
+                col[q] = q < cols ? _mm512_maskz_loadu_ps(synet_mask16(nn), row[q] + n0) : zero;
+            synet_transpose16(col);
+            for (int c = 0; c < nn; ++c) {
+                __m512 v = _mm512_add_ps(col[c], _mm512_set1_ps(bias[n0 + c]));
+                if (relu)
+                    v = _mm512_max_ps(zero, v);
+                const synet_size o = base + (n0 + c) * cstep + x0;
+                if (bf16)
+                    _mm256_mask_storeu_epi16(d16 + o, kx, synet_bf16_pack_x16(v));
+                else
+                    _mm512_mask_storeu_ps(d32 + o, kx, v);
+            }
+        }
+    }
+}
+#endif
+
 /* One task: an output phase row of one image and group, one block of <= 64 output channels. */
 static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, synet_size task)
 {
     float tile[MMAX * BLOCK];
+#if SYNET_AVX512
+    float pair[2][PAIR_ROWS * BLOCK];
+    const int paired = !p->nhwc && p->stride_x == 2 && (p->act == SYNET_ACT_IDENTITY || p->act == SYNET_ACT_RELU);
+#else
+    const int paired = 0;
+#endif
     synet_size t = task;
     const synet_size ob = t % p->nblocks;
     t /= p->nblocks;
@@ -380,9 +458,12 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
     for (synet_size rx = 0; rx < p->stride_x; ++rx)
         columns = SYNET_MAX(columns, p->col_count[rx]);
     for (synet_size c0 = 0; c0 < columns; c0 += 4 * mmax) {
+        synet_size ends[2] = {0, 0};
         for (synet_size rx = 0; rx < p->stride_x; ++rx) {
             const synet_size phase = rzy * p->stride_x + rx, i0 = p->col_first[rx];
             const synet_size ni = SYNET_MIN(p->col_count[rx], c0 + 4 * mmax);
+            if (rx < 2)
+                ends[rx] = ni;
             const uint16_t *bw = p->weights + p->weight_offsets[(g * phases + phase) * p->nblocks + ob];
             for (synet_size i = c0; i < ni;) {
                 /* the fewest tiles of <= mmax pixels, of near-equal sizes (16 at <= 5: 4+4+4+4, not 5+5+5+1:
@@ -394,15 +475,28 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
                     (((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + (i0 + i + p->pad_low_x)) *
                         p->pixel_stride +
                     g * p->cg_padded;
+#if SYNET_AVX512
+                float *out = paired ? pair[rx] + (i - c0) * BLOCK : tile;
+#else
+                float *out = tile;
+#endif
                 micro_tile(p, (const char *)image + at * e, p->tap_offsets + p->phase_tap0[phase],
-                           p->phase_taps[phase], bw, tile, M, nv);
+                           p->phase_taps[phase], bw, out, M, nv);
                 const synet_size off =
                     n * p->dst_image + oc0 * channel_step(p) +
                     ((oz * p->dst_h + oy) * p->dst_w + rx - p->pad_left + p->stride_x * (i0 + i)) * pixel_step(p);
-                deconv_store(tile, BLOCK, M, nvalid, oc0, p, dst, off, p->stride_x * pixel_step(p), channel_step(p));
+                if (!paired)
+                    deconv_store(tile, BLOCK, M, nvalid, oc0, p, dst, off, p->stride_x * pixel_step(p), channel_step(p));
                 i += M;
             }
         }
+#if SYNET_AVX512
+        if (paired)
+            store_pair(p, pair, c0, ends, dst, n * p->dst_image + oc0 * channel_step(p) + (oz * p->dst_h + oy) * p->dst_w,
+                       oc0, nvalid);
+#else
+        (void)ends;
+#endif
     }
 }
 
