@@ -89,7 +89,7 @@ def test_api_page_lists_every_public_name():
 def test_readme_first_screen_has_the_two_commands():
     """The README's first screen gives the bench and test commands exactly (CI runs the second)."""
     first_screen = "\n".join((ROOT / "README.rst").read_text(encoding="utf-8").splitlines()[:40])
-    assert 'pip install ".[bench]" && python -P -m synet bench' in first_screen
+    assert 'pip install -e ".[bench]" && python -m synet bench' in first_screen
     assert 'pip install ".[test]" && pytest tests' in first_screen
 
 
