@@ -458,18 +458,24 @@ def has_borders(planned: DeconvolutionPlan) -> bool:
 LAYOUTS = {1: ("NCL", "NLC"), 2: ("NCHW", "NHWC"), 3: ("NCDHW", "NDHWC")}
 
 
+def _ints(value: object, name: str, lengths: tuple[int, ...], expected: str, expected_sequence: str) -> tuple[int, ...]:
+    """An int (repeated lengths[0] times) or a sequence of ints of one of `lengths`; TypeError / ValueError
+    "{name}: expected {expected}" (not a sequence) / "{expected_sequence}" (a wrong one) otherwise."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return (int(value),) * lengths[0]
+    try:
+        values: tuple = tuple(value)  # type: ignore[call-overload, arg-type]
+    except TypeError:
+        raise TypeError(f"{name}: expected {expected}, got {value!r}") from None
+    if len(values) not in lengths or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in values):
+        raise ValueError(f"{name}: expected {expected_sequence}, got {value!r}")
+    return tuple(int(v) for v in values)
+
+
 def _per_axis(value: object, name: str, dims: int, minimum: int) -> tuple[int, ...]:
     """An int or a sequence of `dims` ints, each >= minimum."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        values: tuple = (int(value),) * dims
-    else:
-        try:
-            values = tuple(value)  # type: ignore[call-overload, arg-type]
-        except TypeError:
-            raise TypeError(f"{name}: expected an int or {dims} ints, got {value!r}") from None
-        if len(values) != dims or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in values):
-            raise ValueError(f"{name}: expected an int or {dims} ints, got {value!r}")
-        values = tuple(int(v) for v in values)
+    expected = f"an int or {dims} ints"
+    values = _ints(value, name, (dims,), expected, expected)
     if min(values) < minimum:
         raise ValueError(f"{name}: expected values >= {minimum}, got {value!r}")
     return values
@@ -477,18 +483,8 @@ def _per_axis(value: object, name: str, dims: int, minimum: int) -> tuple[int, .
 
 def _pads(value: object, dims: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """padding: an int, `dims` ints (both sides) or 2 * `dims` ints (all begins, then all ends), >= 0."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        values: tuple = (int(value),) * dims
-    else:
-        try:
-            values = tuple(value)  # type: ignore[call-overload, arg-type]
-        except TypeError:
-            raise TypeError(f"padding: expected an int, {dims} or {2 * dims} ints, got {value!r}") from None
-        if len(values) not in (dims, 2 * dims) or \
-                any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in values):
-            raise ValueError(f"padding: expected an int, {dims} ints (both sides) or {2 * dims} ints (all begins, then "
-                             f"all ends), got {value!r}")
-    values = tuple(int(v) for v in values)
+    values = _ints(value, "padding", (dims, 2 * dims), f"an int, {dims} or {2 * dims} ints",
+                   f"an int, {dims} ints (both sides) or {2 * dims} ints (all begins, then all ends)")
     if min(values) < 0:
         raise ValueError(f"padding: expected pads >= 0, got {value!r}")
     return (values, values) if len(values) == dims else (values[:dims], values[dims:])

@@ -504,14 +504,19 @@ def gather_elements(data: Any, indices: Any, axis: Any = 0, *, n_threads: int | 
 _QTYPES = (np.dtype(np.uint8), np.dtype(np.int8))
 
 
+def _per_tensor(array: np.ndarray, name: str) -> np.ndarray:
+    """The one element of a scalar or 1-element 1-D tensor (QLinearAdd's scales and zero points), 0-D."""
+    if array.size != 1 or array.ndim > 1:
+        raise ValueError(f"{name}: expected a scalar or a 1-element 1-D tensor (QLinearAdd is per-tensor), "
+                         f"got shape {array.shape}")
+    return array.reshape(())
+
+
 def _scale(value: Any, name: str) -> float:
     array = np.asarray(value)
     if array.dtype != _FLOAT32:
         raise ValueError(f"{name}: expected float32 (a scalar or a 1-element 1-D tensor), got dtype {array.dtype}")
-    if array.size != 1 or array.ndim > 1:
-        raise ValueError(f"{name}: expected a scalar or a 1-element 1-D tensor (QLinearAdd is per-tensor), "
-                         f"got shape {array.shape}")
-    scale = float(array.reshape(()))
+    scale = float(_per_tensor(array, name))
     if not (np.isfinite(scale) and scale > 0):
         raise ValueError(f"{name}: expected a finite scale > 0, got {scale}")
     return scale
@@ -523,10 +528,7 @@ def _zero_point(value: Any, name: str, dtype: np.dtype) -> int:
     array = np.asarray(value)
     if array.dtype != dtype:
         raise ValueError(f"{name}: expected the quantized type {dtype} (A's), got dtype {array.dtype}")
-    if array.size != 1 or array.ndim > 1:
-        raise ValueError(f"{name}: expected a scalar or a 1-element 1-D tensor (QLinearAdd is per-tensor), "
-                         f"got shape {array.shape}")
-    return int(array.reshape(()))
+    return int(_per_tensor(array, name))
 
 
 def qlinear_add(A: Any, A_scale: Any, A_zero_point: Any, B: Any, B_scale: Any, B_zero_point: Any = None,

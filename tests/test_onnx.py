@@ -500,12 +500,8 @@ def ort_case_id(case):
     return "-".join(f"{k}={v}" for k, v in case[2].items()).replace(" ", "")
 
 
-@needs_ort
-@pytest.mark.parametrize("with_bias", [False, True])
-@pytest.mark.parametrize("case", ORT_CASES, ids=ort_case_id)
-def test_conv_transpose_attributes_against_onnxruntime(case, with_bias, spy, record_property):
-    x_shape, w_shape, attrs = case
-    rng = np.random.default_rng(zlib.crc32(ort_case_id(case).encode()))
+def convt_inputs(rng, x_shape, w_shape, attrs, with_bias):
+    """Random X, W (and B) of a ConvTranspose case: x, w, bias (or None) and the feeds by input name."""
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = rng.standard_normal(w_shape).astype(np.float32)
     feeds = {"X": x, "W": w}
@@ -513,6 +509,16 @@ def test_conv_transpose_attributes_against_onnxruntime(case, with_bias, spy, rec
     if with_bias:
         bias = rng.standard_normal(w_shape[1] * attrs.get("group", 1)).astype(np.float32)
         feeds["B"] = bias
+    return x, w, bias, feeds
+
+
+@needs_ort
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("case", ORT_CASES, ids=ort_case_id)
+def test_conv_transpose_attributes_against_onnxruntime(case, with_bias, spy, record_property):
+    x_shape, w_shape, attrs = case
+    rng = np.random.default_rng(zlib.crc32(ort_case_id(case).encode()))
+    x, w, bias, feeds = convt_inputs(rng, x_shape, w_shape, attrs, with_bias)
     model = convt_model(x_shape, w_shape, with_bias, **attrs)
     expected = ort_session(model).run(None, feeds)[0]
     got = run_synet(model, feeds)[0]
@@ -622,13 +628,7 @@ def test_conv_transpose_1d_3d(case, with_bias, spy, record_property):
     x_shape, w_shape, attrs = case
     need_rank(len(x_shape))
     rng = np.random.default_rng(len(x_shape) * 100 + len(attrs))
-    x = rng.standard_normal(x_shape).astype(np.float32)
-    w = rng.standard_normal(w_shape).astype(np.float32)
-    feeds = {"X": x, "W": w}
-    bias = None
-    if with_bias:
-        bias = rng.standard_normal(w_shape[1] * attrs.get("group", 1)).astype(np.float32)
-        feeds["B"] = bias
+    x, w, bias, feeds = convt_inputs(rng, x_shape, w_shape, attrs, with_bias)
     model = convt_model(x_shape, w_shape, with_bias, **attrs)
     got = run_synet(model, feeds)[0]
     ref, mag = convt_ref(bf16_round(x), bf16_round(w), bias, attrs)

@@ -395,17 +395,15 @@ static void store_pair(const synet_deconv_plan *p, float pair[2][PAIR_ROWS * BLO
                          base + first[rx] + 2 * right, 2, cstep);
     }
     const __m512 zero = _mm512_setzero_ps();
-    const int relu = p->act == SYNET_ACT_RELU, bf16 = p->dst_bf16;
+    const int relu = p->act == SYNET_ACT_RELU;
     const float *bias = p->bias + oc0;
-    float *d32 = (float *)dst;
-    uint16_t *d16 = (uint16_t *)dst;
     for (synet_size x0 = lo; x0 < hi; x0 += 16) {
         const int cols = (int)SYNET_MIN((synet_size)16, hi - x0);
         const __mmask16 kx = synet_mask16(cols);
         const float *row[16];
-        for (int q = 0; q < 16; ++q) { /* column x0 + q: phase rx, pixel (x - first[rx]) / 2 of the chunk */
+        for (int q = 0; q < 16; ++q) { /* column x: phase 0 when x - first[0] is even, pixel (x - first[rx]) / 2 */
             const synet_size x = x0 + (q < cols ? q : 0);
-            const int rx = (int)(((x + p->pad_left) % 2 + 2) % 2);
+            const int rx = (int)((x - first[0]) & 1);
             row[q] = pair[rx] + (x - first[rx]) / 2 * BLOCK;
         }
         for (synet_size n0 = 0; n0 < nvalid; n0 += 16) {
@@ -414,16 +412,9 @@ static void store_pair(const synet_deconv_plan *p, float pair[2][PAIR_ROWS * BLO
             for (int q = 0; q < 16; ++q)
                 col[q] = q < cols ? _mm512_maskz_loadu_ps(synet_mask16(nn), row[q] + n0) : zero;
             synet_transpose16(col);
-            for (int c = 0; c < nn; ++c) {
-                __m512 v = _mm512_add_ps(col[c], _mm512_set1_ps(bias[n0 + c]));
-                if (relu)
-                    v = _mm512_max_ps(zero, v);
-                const synet_size o = base + (n0 + c) * cstep + x0;
-                if (bf16)
-                    _mm256_mask_storeu_epi16(d16 + o, kx, synet_bf16_pack_x16(v));
-                else
-                    _mm512_mask_storeu_ps(d32 + o, kx, v);
-            }
+            for (int c = 0; c < nn; ++c)
+                store_act16(dst, base + (n0 + c) * cstep + x0, kx, _mm512_add_ps(col[c], _mm512_set1_ps(bias[n0 + c])),
+                            relu, p->dst_bf16);
         }
     }
 }

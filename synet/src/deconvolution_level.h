@@ -12,50 +12,6 @@
 #include "activations.h"
 #include "vector.h"
 
-/* ---- FP32 vectors of the level (GCC vector extensions) ---- */
-
-#if SYNET_AVX512
-#define VW 16
-#elif SYNET_AVX2
-#define VW 8
-#else
-#define VW 4
-#endif
-typedef float vfloat __attribute__((vector_size(VW * 4)));
-typedef uint32_t vbits __attribute__((vector_size(VW * 4)));
-typedef float vfloat_u __attribute__((vector_size(VW * 4), aligned(4)));
-typedef uint32_t vbits_u __attribute__((vector_size(VW * 4), aligned(4)));
-
-/* x in every lane (adding x to a zero vector would turn -0 into +0) */
-SYNET_INLINE vfloat splat(float x)
-{
-#if SYNET_AVX512
-    return _mm512_set1_ps(x);
-#elif SYNET_AVX2
-    return _mm256_set1_ps(x);
-#elif defined(__SSE__)
-    return _mm_set1_ps(x);
-#else
-    vfloat v;
-    for (int i = 0; i < VW; ++i)
-        v[i] = x;
-    return v;
-#endif
-}
-
-SYNET_INLINE vfloat multiply_add(vfloat a, vfloat b, vfloat c)
-{
-#if SYNET_AVX512
-    return _mm512_fmadd_ps(a, b, c);
-#elif SYNET_AVX2
-    return _mm256_fmadd_ps(a, b, c);
-#else
-    return a * b + c; /* exact product: the same as an fma (no subnormals) */
-#endif
-}
-
-SYNET_INLINE vfloat load_vf(const float *s) { return *(const vfloat_u *)(const void *)s; }
-
 /* the weights of kernel position t (tap_kz / tap_ky / tap_kx[t]), relative to a (ci, co) */
 SYNET_INLINE synet_size tap_step(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size t)
 {
@@ -67,6 +23,17 @@ SYNET_INLINE synet_size tap_step(const synet_deconv_plan *p, const synet_deconv_
 /* ---- the epilogue: bias, activation, FP32 or BF16 store ---- */
 
 #if SYNET_AVX512
+/* RELU (relu) or IDENTITY of v, stored to lanes k of dst at element o: FP32, or BF16 bits (nearest-even) */
+SYNET_INLINE void store_act16(void *dst, int64_t o, __mmask16 k, __m512 v, int relu, int bf16)
+{
+    if (relu)
+        v = _mm512_max_ps(_mm512_setzero_ps(), v);
+    if (bf16)
+        _mm256_mask_storeu_epi16((uint16_t *)dst + o, k, synet_bf16_pack_x16(v));
+    else
+        _mm512_mask_storeu_ps((float *)dst + o, k, v);
+}
+
 /* dst[off + m*mstep + n*nstep] = act(src[m*sstride + n] + bias[n]) for m < M, n < N, act IDENTITY or
    RELU, in registers; dst FP32 or BF16 bits. Returns 0 (nothing done) for other activations or
    strides beyond its gather range. */
@@ -88,24 +55,16 @@ static int store_fast(const float *src, int64_t sstride, int64_t M, int64_t N, c
                     head = N;
                 if (head) {
                     const __mmask16 k = (__mmask16)((1u << head) - 1);
-                    __m512 v = _mm512_maskz_loadu_ps(k, src + m * sstride);
-                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, bias));
-                    if (relu)
-                        v = _mm512_max_ps(zero, v);
-                    _mm512_mask_storeu_ps(d32 + off + m * mstep, k, v);
+                    const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, src + m * sstride), _mm512_maskz_loadu_ps(k, bias));
+                    store_act16(dst, off + m * mstep, k, v, relu, 0);
                     n = head;
                 }
             }
             for (; n < N; n += 16) {
                 const __mmask16 k = synet_mask16(N - n);
-                __m512 v = _mm512_maskz_loadu_ps(k, src + m * sstride + n);
-                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, bias + n));
-                if (relu)
-                    v = _mm512_max_ps(zero, v);
-                if (bf16)
-                    _mm256_mask_storeu_epi16(d16 + off + m * mstep + n, k, synet_bf16_pack_x16(v));
-                else
-                    _mm512_mask_storeu_ps(d32 + off + m * mstep + n, k, v);
+                const __m512 v =
+                    _mm512_add_ps(_mm512_maskz_loadu_ps(k, src + m * sstride + n), _mm512_maskz_loadu_ps(k, bias + n));
+                store_act16(dst, off + m * mstep + n, k, v, relu, bf16);
             }
         }
         return 1;

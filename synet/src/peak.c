@@ -5,48 +5,20 @@
 
 #define CHAINS 12 /* independent accumulators: more than the FMA latency x throughput of current cores */
 
+/* FP32 multiply-adds on the level's vectors (vector.h; at the baseline, without FMA, a multiply and an add) */
 static double fp32_fma(int64_t iterations)
 {
-#if SYNET_AVX512
-    __m512 acc[CHAINS];
-    const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+    vfloat acc[CHAINS];
+    const vfloat a = splat(0.999999f), b = splat(1e-7f);
     for (int c = 0; c < CHAINS; ++c)
-        acc[c] = _mm512_set1_ps((float)c);
+        acc[c] = splat((float)c);
     for (int64_t i = 0; i < iterations; ++i)
         for (int c = 0; c < CHAINS; ++c)
-            acc[c] = _mm512_fmadd_ps(acc[c], a, b);
-    float sink = 0;
-    for (int c = 0; c < CHAINS; ++c)
-        sink += _mm512_reduce_add_ps(acc[c]);
-    return (double)iterations * CHAINS * 16 * 2 + (sink == -1.0f);
-#elif SYNET_AVX2
-    __m256 acc[CHAINS];
-    const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
-    for (int c = 0; c < CHAINS; ++c)
-        acc[c] = _mm256_set1_ps((float)c);
-    for (int64_t i = 0; i < iterations; ++i)
-        for (int c = 0; c < CHAINS; ++c)
-            acc[c] = _mm256_fmadd_ps(acc[c], a, b);
-    float lanes[8], sink = 0;
-    for (int c = 0; c < CHAINS; ++c) {
-        _mm256_storeu_ps(lanes, acc[c]);
-        sink += lanes[0];
-    }
-    return (double)iterations * CHAINS * 8 * 2 + (sink == -1.0f);
-#else /* a multiply and an add (no FMA at the baseline), 4 lanes as the compiler vectorises them */
-    float acc[CHAINS][4];
-    for (int c = 0; c < CHAINS; ++c)
-        for (int l = 0; l < 4; ++l)
-            acc[c][l] = (float)c;
-    for (int64_t i = 0; i < iterations; ++i)
-        for (int c = 0; c < CHAINS; ++c)
-            for (int l = 0; l < 4; ++l)
-                acc[c][l] = acc[c][l] * 0.999999f + 1e-7f;
+            acc[c] = multiply_add(acc[c], a, b);
     float sink = 0;
     for (int c = 0; c < CHAINS; ++c)
         sink += acc[c][0];
-    return (double)iterations * CHAINS * 4 * 2 + (sink == -1.0f);
-#endif
+    return (double)iterations * CHAINS * VW * 2 + (sink == -1.0f);
 }
 
 #if defined(__AVX512BF16__) && SYNET_AVX512

@@ -22,6 +22,50 @@
 #define SYNET_AVX2 0
 #endif
 
+/* ---- FP32 vectors of the level (GCC vector extensions): VW lanes of the widest vectors it has ---- */
+
+#if SYNET_AVX512
+#define VW 16
+#elif SYNET_AVX2
+#define VW 8
+#else
+#define VW 4
+#endif
+typedef float vfloat __attribute__((vector_size(VW * 4)));
+typedef uint32_t vbits __attribute__((vector_size(VW * 4)));
+typedef float vfloat_u __attribute__((vector_size(VW * 4), aligned(4)));
+typedef uint32_t vbits_u __attribute__((vector_size(VW * 4), aligned(4)));
+
+/* x in every lane (adding x to a zero vector would turn -0 into +0) */
+SYNET_INLINE vfloat splat(float x)
+{
+#if SYNET_AVX512
+    return _mm512_set1_ps(x);
+#elif SYNET_AVX2
+    return _mm256_set1_ps(x);
+#elif defined(__SSE__)
+    return _mm_set1_ps(x);
+#else
+    vfloat v;
+    for (int i = 0; i < VW; ++i)
+        v[i] = x;
+    return v;
+#endif
+}
+
+SYNET_INLINE vfloat multiply_add(vfloat a, vfloat b, vfloat c)
+{
+#if SYNET_AVX512
+    return _mm512_fmadd_ps(a, b, c);
+#elif SYNET_AVX2
+    return _mm256_fmadd_ps(a, b, c);
+#else
+    return a * b + c; /* no FMA at the baseline: the same as an fma where the product is exact */
+#endif
+}
+
+SYNET_INLINE vfloat load_vf(const float *s) { return *(const vfloat_u *)(const void *)s; }
+
 #if SYNET_AVX512
 /* 16 lanes of float32 bits -> bfloat16 bits in the low half of each lane. */
 SYNET_INLINE __m512i synet_bf16_nearest_x16(__m512i bits)
