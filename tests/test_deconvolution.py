@@ -177,6 +177,18 @@ def test_depthwise_rows_wider_than_a_chunk(width, kernel, stride, pads):
              Activation.RELU, True, 21)
 
 
+@pytest.mark.parametrize("width", [4, 7, 40])
+@pytest.mark.parametrize("kernel, dilation", [(1, 1), (2, 1), (3, 1), (4, 1), (5, 2), (9, 3)])
+@pytest.mark.parametrize("left, right", [(0, 0), (1, 0), (2, 1), (3, 0), (1, -1), (0, 2)])
+def test_depthwise_stride2_column_pairs(width, kernel, dilation, left, right):
+    """Channels-first depthwise with stride_x 2 computes output columns 2k, 2k + 1 as one output of each
+    x phase, whichever phase column 0 belongs to (the left pad's parity), odd and even widths, phases with
+    no taps (kernel 1), output_padding; the padded copy's edges wider than a vector (kernel 9,
+    dilation 3)."""
+    run_case("NCHW", 1, 1, 1, 3, (3, width), (kernel, kernel), (2, 2), (dilation, dilation), (1, left, 0, right),
+             False, False, Activation.IDENTITY, True, 23)
+
+
 @pytest.mark.parametrize("width, stride, dst_bf16", [(3, 2, True), (1, 2, False), (5, 1, True), (4, 3, False)])
 def test_depthwise_narrow_rows_batched(width, stride, dst_bf16):
     """Narrow channels-first depthwise rows are assembled many to a buffer (each row's tail vector spills

@@ -70,11 +70,11 @@ SYNET_INLINE vfloat hoisted_vector(const float *const *src, const vfloat *w, int
 }
 
 /* out[i] = phase(i) for i < len (ostep 1), or the two phases of a stride-2 row interleaved: out[2i] =
-   phase a (i), out[2i + 1] = phase b (i) (b's taps in toff_b / w_b). NT > 0 taps (both phases): their
+   phase a (i), out[2i + 1] = phase b (i) (b's source at s_b, its taps in toff_b / w_b). NT > 0 taps (both phases): their
    weights and source rows are loaded before the loop, in registers (the stores to out could alias w, so
    the compiler would reload them at every vector). */
 SYNET_INLINE void phase_run(const float *s, const int64_t *toff, const float *w, int64_t ntaps,
-                            const int64_t *toff_b, const float *w_b, int64_t ntaps_b, int64_t len, float *out,
+                            const float *s_b, const int64_t *toff_b, const float *w_b, int64_t ntaps_b, int64_t len, float *out,
                             const int pair, const int NT)
 {
     vfloat wa[DW_UNROLL_MAX], wb[DW_UNROLL_MAX];
@@ -84,7 +84,7 @@ SYNET_INLINE void phase_run(const float *s, const int64_t *toff, const float *w,
         sa[t] = s + toff[t];
         if (pair) {
             wb[t] = splat(w_b[t]);
-            sb[t] = s + toff_b[t];
+            sb[t] = s_b + toff_b[t];
         }
     }
     /* the tail as one more vector: its lanes past len read up to VW - 1 columns further (the scratch has
@@ -92,7 +92,7 @@ SYNET_INLINE void phase_run(const float *s, const int64_t *toff, const float *w,
     for (int64_t i = 0; i < len; i += VW) {
         const vfloat a = NT > 0 ? hoisted_vector(sa, wa, i, NT) : phase_vector(s, toff, w, ntaps, i);
         if (pair) {
-            const vfloat b = NT > 0 ? hoisted_vector(sb, wb, i, NT) : phase_vector(s, toff_b, w_b, ntaps_b, i);
+            const vfloat b = NT > 0 ? hoisted_vector(sb, wb, i, NT) : phase_vector(s_b, toff_b, w_b, ntaps_b, i);
             *(vfloat_u *)(void *)(out + 2 * i) = __builtin_shufflevector(a, b, INTERLEAVE_LO);
             *(vfloat_u *)(void *)(out + 2 * i + VW) = __builtin_shufflevector(a, b, INTERLEAVE_HI);
         } else {
@@ -102,16 +102,16 @@ SYNET_INLINE void phase_run(const float *s, const int64_t *toff, const float *w,
 }
 
 /* phase_run with the tap count unrolled for the common small ones (equal in both phases of a pair) */
-static void phase_columns(const float *s, const int64_t *toff, const float *w, int64_t ntaps, const int64_t *toff_b,
-                          const float *w_b, int64_t ntaps_b, int64_t len, float *out, int pair)
+static void phase_columns(const float *s, const int64_t *toff, const float *w, int64_t ntaps, const float *s_b,
+                          const int64_t *toff_b, const float *w_b, int64_t ntaps_b, int64_t len, float *out, int pair)
 {
     const int64_t n = !pair || ntaps == ntaps_b ? ntaps : 0;
 #define PHASE_CASE(NT) \
     case NT: \
         if (pair) \
-            phase_run(s, toff, w, ntaps, toff_b, w_b, ntaps_b, len, out, 1, NT); \
+            phase_run(s, toff, w, ntaps, s_b, toff_b, w_b, ntaps_b, len, out, 1, NT); \
         else \
-            phase_run(s, toff, w, ntaps, toff_b, w_b, ntaps_b, len, out, 0, NT); \
+            phase_run(s, toff, w, ntaps, s_b, toff_b, w_b, ntaps_b, len, out, 0, NT); \
         return;
     switch (n) {
         PHASE_CASE(1)
@@ -123,9 +123,9 @@ static void phase_columns(const float *s, const int64_t *toff, const float *w, i
         PHASE_CASE(9)
     default:
         if (pair)
-            phase_run(s, toff, w, ntaps, toff_b, w_b, ntaps_b, len, out, 1, 0);
+            phase_run(s, toff, w, ntaps, s_b, toff_b, w_b, ntaps_b, len, out, 1, 0);
         else
-            phase_run(s, toff, w, ntaps, toff_b, w_b, ntaps_b, len, out, 0, 0);
+            phase_run(s, toff, w, ntaps, s_b, toff_b, w_b, ntaps_b, len, out, 0, 0);
     }
 #undef PHASE_CASE
 }
@@ -144,57 +144,68 @@ static void phase_range(const synet_deconv_plan *p, synet_size rx, synet_size x0
     }
 }
 
+/* Channels first: the BF16-rounded FP32 copy of plane `task` (n * C + c), zero-padded, at pad; returns pad.
+   Edges of up to VW columns are zeroed by one vector store each, before the row's values overwrite
+   what they cover, where the plane has room for it (the rows it spills into are written after it). */
+static const float *pad_plane(const synet_deconv_plan *p, const void *src, float *pad, synet_size task)
+{
+    const synet_size W = p->padded_w, left = p->pad_low_x, right = W - left - p->src_w, se = p->src_bf16 ? 2 : 4;
+    const synet_size rows = p->padded_d * p->padded_h;
+    const char *plane = (const char *)src + task * p->src_d * p->src_h * p->src_w * se;
+    const vfloat zero = {};
+    for (synet_size r = 0; r < rows; ++r) {
+        const synet_size y = r % p->padded_h - p->pad_low_y, z = r / p->padded_h - p->pad_low_z;
+        float *d = pad + r * W;
+        if (y < 0 || y >= p->src_h || z < 0 || z >= p->src_d) {
+            memset(d, 0, W * 4);
+            continue;
+        }
+        if (left <= VW && r * W + VW <= rows * W)
+            *(vfloat_u *)(void *)d = zero;
+        else
+            memset(d, 0, left * 4);
+        if (right <= VW && r * W + left + p->src_w + VW <= rows * W)
+            *(vfloat_u *)(void *)(d + left + p->src_w) = zero;
+        else
+            memset(d + left + p->src_w, 0, right * 4);
+        deconv_convert_run(plane + (z * p->src_h + y) * p->src_w * se, p->src_bf16, d + left, 1, p->src_w);
+    }
+    return pad;
+}
+
 /* Channels first: one (image, channel) plane. Its padded copy is made here (it stays in cache for the
    taps), then every output row is assembled phase by phase in a row buffer and stored once,
-   contiguously, with bias and activation. Stride 2 (the common upsampling): the columns both x phases
-   have as interleaved pairs, the few others (at the edges) one by one. */
+   contiguously, with bias and activation. Stride 2 (the common upsampling): output columns 2k and
+   2k + 1 are one output of each x phase, ra's k + ca and rb's k + cb, computed as interleaved pairs. */
 static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *image, void *dst, synet_size task)
 {
     float buffer[DW_COLS + 2 * VW];
     const synet_size c = task % p->src_c, n = task / p->src_c;
     const synet_size plane_rows = p->padded_d * p->padded_h;
-    const float *pad = image + task * plane_rows * p->padded_w;
-    for (synet_size r = 0; r < plane_rows; ++r) /* (image row n * C + c is this task's) */
-        deconv_depthwise_pad_row(p, src, image, task * plane_rows + r);
+    const float *pad = pad_plane(p, src, image + task * plane_rows * p->padded_w, task);
     const float *w = p->depthwise + c * p->kpairs;
-    for (synet_size x0 = 0; x0 < p->dst_w; x0 += DW_COLS) {
+    const synet_size ra = p->pad_left % 2, rb = 1 - ra, ca = (p->pad_left - ra) / 2, cb = (p->pad_left + 1 - rb) / 2;
+    for (synet_size x0 = 0; x0 < p->dst_w; x0 += DW_COLS) { /* (DW_COLS even: x0 is) */
         const synet_size x1 = SYNET_MIN(p->dst_w, x0 + DW_COLS), width = x1 - x0;
         /* whole rows, every output row of the plane in order (the plan sorts them): as many as the buffer
            holds are assembled one after the other (a row's tail vector spills into the next, which
            overwrites it) and stored by one epilogue call */
         const synet_size batch = width == p->dst_w && p->nrows == p->dst_d * p->dst_h ? DW_COLS / width : 1;
         synet_size filled = 0, batch_off = 0;
-        synet_size first[2] = {0, 0}, last[2] = {0, 0}, both0 = 0, both1 = 0;
-        if (p->stride_x == 2) {
-            phase_range(p, 0, x0, x1, &first[0], &last[0]);
-            phase_range(p, 1, x0, x1, &first[1], &last[1]);
-            both0 = SYNET_MAX(first[0], first[1]);
-            both1 = SYNET_MAX(both0, SYNET_MIN(last[0], last[1]));
-        }
         for (synet_size r = 0; r < p->nrows; ++r) {
-            const synet_size rzy = p->row_phase[r], rz = rzy / p->stride_y, ry = rzy % p->stride_y;
-            const synet_size j = p->row_index[r], k = p->row_z[r];
-            const synet_size oy = ry - p->pad_top + p->stride_y * j, oz = rz - p->pad_front + p->stride_z * k;
+            const synet_size rzy = p->row_phase[r], j = p->row_index[r], k = p->row_z[r];
             const float *s = pad + ((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + p->pad_low_x;
-            const synet_size off = (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w;
             float *row = buffer + filled * width;
-            if (filled == 0)
-                batch_off = off;
+            if (filled == 0) {
+                const synet_size rz = rzy / p->stride_y, ry = rzy % p->stride_y;
+                const synet_size oy = ry - p->pad_top + p->stride_y * j, oz = rz - p->pad_front + p->stride_z * k;
+                batch_off = (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w;
+            }
             if (p->stride_x == 2) {
-                const synet_size p0 = rzy * 2, p1 = p0 + 1;
-                if (both1 > both0)
-                    phase_columns(s + both0, p->tap_offsets + p->phase_tap0[p0], w + p->phase_tap0[p0],
-                                  p->phase_taps[p0], p->tap_offsets + p->phase_tap0[p1], w + p->phase_tap0[p1],
-                                  p->phase_taps[p1], both1 - both0, row + (2 * both0 - p->pad_left - x0), 1);
-                for (synet_size rx = 0; rx < 2; ++rx) {
-                    const synet_size phase = rzy * 2 + rx, base = rx - p->pad_left;
-                    const int64_t *toff = p->tap_offsets + p->phase_tap0[phase];
-                    const float *wt = w + p->phase_tap0[phase];
-                    for (synet_size m = first[rx]; m < SYNET_MIN(last[rx], both0); ++m)
-                        row[base + 2 * m - x0] = phase_scalar(s + m, toff, wt, p->phase_taps[phase], 0);
-                    for (synet_size m = SYNET_MAX(first[rx], both1); m < last[rx]; ++m)
-                        row[base + 2 * m - x0] = phase_scalar(s + m, toff, wt, p->phase_taps[phase], 0);
-                }
+                const synet_size pa = rzy * 2 + ra, pb = rzy * 2 + rb, k0 = x0 / 2;
+                phase_columns(s + k0 + ca, p->tap_offsets + p->phase_tap0[pa], w + p->phase_tap0[pa], p->phase_taps[pa],
+                              s + k0 + cb, p->tap_offsets + p->phase_tap0[pb], w + p->phase_tap0[pb], p->phase_taps[pb],
+                              (width + 1) / 2, row, 1);
             } else {
                 for (synet_size rx = 0; rx < p->stride_x; ++rx) {
                     synet_size m0, m1;
@@ -204,7 +215,7 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
                     const float *wt = w + p->phase_tap0[phase];
                     float *o = row + (rx - p->pad_left + p->stride_x * m0 - x0);
                     if (p->stride_x == 1)
-                        phase_columns(s + m0, toff, wt, p->phase_taps[phase], NULL, NULL, 0, m1 - m0, o, 0);
+                        phase_columns(s + m0, toff, wt, p->phase_taps[phase], NULL, NULL, NULL, 0, m1 - m0, o, 0);
                     else
                         for (synet_size m = m0; m < m1; ++m)
                             o[p->stride_x * (m - m0)] = phase_scalar(s + m, toff, wt, p->phase_taps[phase], 0);
