@@ -69,49 +69,81 @@ SYNET_INLINE vfloat hoisted_vector(const float *const *src, const vfloat *w, int
     return a;
 }
 
-/* out[i] = phase(i) for i < len (ostep 1), or the two phases of a stride-2 row interleaved: out[2i] =
-   phase a (i), out[2i + 1] = phase b (i) (b's source at s_b, its taps in toff_b / w_b). NT > 0 taps (both phases): their
-   weights and source rows are loaded before the loop, in registers (the stores to out could alias w, so
-   the compiler would reload them at every vector). */
-SYNET_INLINE void phase_run(const float *s, const int64_t *toff, const float *w, int64_t ntaps,
-                            const float *s_b, const int64_t *toff_b, const float *w_b, int64_t ntaps_b, int64_t len, float *out,
-                            const int pair, const int NT)
+/* `rows` rows of one phase (or of two x phases, interleaved) */
+typedef struct phase_rows {
+    const float *s, *s_b;         /* the first row's source at its output 0: phase a, phase b */
+    const int64_t *toff, *toff_b; /* their taps' offsets in the padded image */
+    const float *w, *w_b;         /* their taps' weights */
+    int64_t ntaps, ntaps_b;
+    int64_t nout;                 /* outputs of a row */
+    int64_t rows, s_step, out_step;
+    float *out;
+} phase_rows;
+
+/* The outputs x..x + VW - 1 (lo) of a row at source index i, or with two phases x..x + 2 VW - 1 (lo, hi):
+   out[2i] = phase a (i), out[2i + 1] = phase b (i). */
+SYNET_INLINE void phase_vectors(const phase_rows *q, const float *const *sa, const vfloat *wa, const float *const *sb,
+                                const vfloat *wb, int64_t i, vfloat *lo, vfloat *hi, const int pair, const int NT)
+{
+    const vfloat a = NT > 0 ? hoisted_vector(sa, wa, i, NT) : phase_vector(q->s, q->toff, q->w, q->ntaps, i);
+    *lo = a;
+    if (pair) {
+        const vfloat b = NT > 0 ? hoisted_vector(sb, wb, i, NT) : phase_vector(q->s_b, q->toff_b, q->w_b, q->ntaps_b, i);
+        *lo = __builtin_shufflevector(a, b, INTERLEAVE_LO);
+        *hi = __builtin_shufflevector(a, b, INTERLEAVE_HI);
+    }
+}
+
+/* q's rows: out[r * out_step + x] for x < nout = phase(i) at source index r * s_step + i, i = x (one phase)
+   or, interleaved, i = x / 2 of phase a (x even) or b (x odd). NT > 0 taps (both phases): their weights
+   and source rows are loaded once, in registers (the stores to out could alias w, so the compiler would
+   reload them at every vector). A row's last vector may read up to 2 VW - 1 source columns past its
+   outputs' (the scratch has room); its outputs past nout are not stored. */
+SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT)
 {
     vfloat wa[DW_UNROLL_MAX], wb[DW_UNROLL_MAX];
     const float *sa[DW_UNROLL_MAX], *sb[DW_UNROLL_MAX];
     for (int t = 0; t < NT; ++t) {
-        wa[t] = splat(w[t]);
-        sa[t] = s + toff[t];
+        wa[t] = splat(q->w[t]);
+        sa[t] = q->s + q->toff[t];
         if (pair) {
-            wb[t] = splat(w_b[t]);
-            sb[t] = s_b + toff_b[t];
+            wb[t] = splat(q->w_b[t]);
+            sb[t] = q->s_b + q->toff_b[t];
         }
     }
-    /* the tail as one more vector: its lanes past len read up to VW - 1 columns further (the scratch has
-       room) and write into the caller's slack, which nothing stores */
-    for (int64_t i = 0; i < len; i += VW) {
-        const vfloat a = NT > 0 ? hoisted_vector(sa, wa, i, NT) : phase_vector(s, toff, w, ntaps, i);
-        if (pair) {
-            const vfloat b = NT > 0 ? hoisted_vector(sb, wb, i, NT) : phase_vector(s_b, toff_b, w_b, ntaps_b, i);
-            *(vfloat_u *)(void *)(out + 2 * i) = __builtin_shufflevector(a, b, INTERLEAVE_LO);
-            *(vfloat_u *)(void *)(out + 2 * i + VW) = __builtin_shufflevector(a, b, INTERLEAVE_HI);
-        } else {
-            *(vfloat_u *)(void *)(out + i) = a;
+    const int64_t per = pair ? 2 * VW : VW, nout = q->nout;
+    vfloat lo, hi = {};
+    for (int64_t r = 0; r < q->rows; ++r) {
+        float *o = q->out + r * q->out_step;
+        const int64_t so = r * q->s_step;
+        int64_t x = 0;
+        for (; x + per <= nout; x += per) {
+            phase_vectors(q, sa, wa, sb, wb, so + (pair ? x / 2 : x), &lo, &hi, pair, NT);
+            *(vfloat_u *)(void *)(o + x) = lo;
+            if (pair)
+                *(vfloat_u *)(void *)(o + x + VW) = hi;
+        }
+        if (x < nout) {
+            float last[2 * VW];
+            phase_vectors(q, sa, wa, sb, wb, so + (pair ? x / 2 : x), &lo, &hi, pair, NT);
+            *(vfloat_u *)(void *)last = lo;
+            *(vfloat_u *)(void *)(last + VW) = hi;
+            for (int64_t k = 0; k < nout - x; ++k)
+                o[x + k] = last[k];
         }
     }
 }
 
 /* phase_run with the tap count unrolled for the common small ones (equal in both phases of a pair) */
-static void phase_columns(const float *s, const int64_t *toff, const float *w, int64_t ntaps, const float *s_b,
-                          const int64_t *toff_b, const float *w_b, int64_t ntaps_b, int64_t len, float *out, int pair)
+static void phase_columns(const phase_rows *q, int pair)
 {
-    const int64_t n = !pair || ntaps == ntaps_b ? ntaps : 0;
+    const int64_t n = !pair || q->ntaps == q->ntaps_b ? q->ntaps : 0;
 #define PHASE_CASE(NT) \
     case NT: \
         if (pair) \
-            phase_run(s, toff, w, ntaps, s_b, toff_b, w_b, ntaps_b, len, out, 1, NT); \
+            phase_run(q, 1, NT); \
         else \
-            phase_run(s, toff, w, ntaps, s_b, toff_b, w_b, ntaps_b, len, out, 0, NT); \
+            phase_run(q, 0, NT); \
         return;
     switch (n) {
         PHASE_CASE(1)
@@ -123,9 +155,9 @@ static void phase_columns(const float *s, const int64_t *toff, const float *w, i
         PHASE_CASE(9)
     default:
         if (pair)
-            phase_run(s, toff, w, ntaps, s_b, toff_b, w_b, ntaps_b, len, out, 1, 0);
+            phase_run(q, 1, 0);
         else
-            phase_run(s, toff, w, ntaps, s_b, toff_b, w_b, ntaps_b, len, out, 0, 0);
+            phase_run(q, 0, 0);
     }
 #undef PHASE_CASE
 }
@@ -173,58 +205,73 @@ static const float *pad_plane(const synet_deconv_plan *p, const void *src, float
     return pad;
 }
 
+/* Channels first: rows r, r + stride_y, ... (L of them, one phase, consecutive source rows) of columns
+   [x0, x0 + width), at out, out + out_step, ... Stride 2: output columns 2k and 2k + 1 are one output of
+   each x phase, ra's k + ca and rb's k + cb, computed as interleaved pairs. */
+static void assemble_rows(const synet_deconv_plan *p, const float *pad, const float *w, synet_size r, synet_size L,
+                       synet_size x0, synet_size width, float *out, synet_size out_step)
+{
+    const synet_size rzy = p->row_phase[r], j = p->row_index[r], k = p->row_z[r];
+    const float *s = pad + ((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + p->pad_low_x;
+    if (p->stride_x == 2) {
+        const synet_size ra = p->pad_left % 2, rb = 1 - ra, ca = (p->pad_left - ra) / 2, cb = (p->pad_left + 1 - rb) / 2;
+        const synet_size pa = rzy * 2 + ra, pb = rzy * 2 + rb, k0 = x0 / 2; /* (x0 is even) */
+        const phase_rows q = {s + k0 + ca, s + k0 + cb, p->tap_offsets + p->phase_tap0[pa],
+                              p->tap_offsets + p->phase_tap0[pb], w + p->phase_tap0[pa], w + p->phase_tap0[pb],
+                              p->phase_taps[pa], p->phase_taps[pb], width, L, p->padded_w, out_step, out};
+        phase_columns(&q, 1);
+        return;
+    }
+    for (synet_size rx = 0; rx < p->stride_x; ++rx) {
+        synet_size m0, m1;
+        phase_range(p, rx, x0, x0 + width, &m0, &m1);
+        const synet_size phase = rzy * p->stride_x + rx;
+        const int64_t *toff = p->tap_offsets + p->phase_tap0[phase];
+        const float *wt = w + p->phase_tap0[phase];
+        float *o = out + (rx - p->pad_left + p->stride_x * m0 - x0);
+        if (p->stride_x == 1) {
+            const phase_rows q = {s + m0, NULL, toff, NULL, wt, NULL, p->phase_taps[phase], 0, m1 - m0, L,
+                                  p->padded_w, out_step, o};
+            phase_columns(&q, 0);
+        } else {
+            for (synet_size i = 0; i < L; ++i)
+                for (synet_size m = m0; m < m1; ++m)
+                    o[i * out_step + p->stride_x * (m - m0)] =
+                        phase_scalar(s + i * p->padded_w + m, toff, wt, p->phase_taps[phase], 0);
+        }
+    }
+}
+
 /* Channels first: one (image, channel) plane. Its padded copy is made here (it stays in cache for the
-   taps), then every output row is assembled phase by phase in a row buffer and stored once,
-   contiguously, with bias and activation. Stride 2 (the common upsampling): output columns 2k and
-   2k + 1 are one output of each x phase, ra's k + ca and rb's k + cb, computed as interleaved pairs. */
+   taps), then the output rows are assembled in a row buffer, several whole rows at a time where they
+   fit, and stored once, contiguously, with bias and activation. The rows of one phase that follow
+   each other (every stride_y-th) are assembled in one call. */
 static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *image, void *dst, synet_size task)
 {
-    float buffer[DW_COLS + 2 * VW];
-    const synet_size c = task % p->src_c, n = task / p->src_c;
+    float buffer[DW_COLS];
+    const synet_size c = task % p->src_c, n = task / p->src_c, sy = p->stride_y;
     const synet_size plane_rows = p->padded_d * p->padded_h;
     const float *pad = pad_plane(p, src, image + task * plane_rows * p->padded_w, task);
     const float *w = p->depthwise + c * p->kpairs;
-    const synet_size ra = p->pad_left % 2, rb = 1 - ra, ca = (p->pad_left - ra) / 2, cb = (p->pad_left + 1 - rb) / 2;
     for (synet_size x0 = 0; x0 < p->dst_w; x0 += DW_COLS) { /* (DW_COLS even: x0 is) */
-        const synet_size x1 = SYNET_MIN(p->dst_w, x0 + DW_COLS), width = x1 - x0;
+        const synet_size width = SYNET_MIN(p->dst_w - x0, (synet_size)DW_COLS);
         /* whole rows, every output row of the plane in order (the plan sorts them): as many as the buffer
-           holds are assembled one after the other (a row's tail vector spills into the next, which
-           overwrites it) and stored by one epilogue call */
+           holds; otherwise one row at a time */
         const synet_size batch = width == p->dst_w && p->nrows == p->dst_d * p->dst_h ? DW_COLS / width : 1;
-        synet_size filled = 0, batch_off = 0;
-        for (synet_size r = 0; r < p->nrows; ++r) {
-            const synet_size rzy = p->row_phase[r], j = p->row_index[r], k = p->row_z[r];
-            const float *s = pad + ((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + p->pad_low_x;
-            float *row = buffer + filled * width;
-            if (filled == 0) {
-                const synet_size rz = rzy / p->stride_y, ry = rzy % p->stride_y;
-                const synet_size oy = ry - p->pad_top + p->stride_y * j, oz = rz - p->pad_front + p->stride_z * k;
-                batch_off = (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w;
-            }
-            if (p->stride_x == 2) {
-                const synet_size pa = rzy * 2 + ra, pb = rzy * 2 + rb, k0 = x0 / 2;
-                phase_columns(s + k0 + ca, p->tap_offsets + p->phase_tap0[pa], w + p->phase_tap0[pa], p->phase_taps[pa],
-                              s + k0 + cb, p->tap_offsets + p->phase_tap0[pb], w + p->phase_tap0[pb], p->phase_taps[pb],
-                              (width + 1) / 2, row, 1);
-            } else {
-                for (synet_size rx = 0; rx < p->stride_x; ++rx) {
-                    synet_size m0, m1;
-                    phase_range(p, rx, x0, x1, &m0, &m1);
-                    const synet_size phase = rzy * p->stride_x + rx;
-                    const int64_t *toff = p->tap_offsets + p->phase_tap0[phase];
-                    const float *wt = w + p->phase_tap0[phase];
-                    float *o = row + (rx - p->pad_left + p->stride_x * m0 - x0);
-                    if (p->stride_x == 1)
-                        phase_columns(s + m0, toff, wt, p->phase_taps[phase], NULL, NULL, NULL, 0, m1 - m0, o, 0);
-                    else
-                        for (synet_size m = m0; m < m1; ++m)
-                            o[p->stride_x * (m - m0)] = phase_scalar(s + m, toff, wt, p->phase_taps[phase], 0);
+        for (synet_size r0 = 0; r0 < p->nrows; r0 += batch) {
+            const synet_size nb = SYNET_MIN(batch, p->nrows - r0);
+            for (synet_size q = 0; q < SYNET_MIN(nb, sy); ++q)
+                for (synet_size r = r0 + q, L; r < r0 + nb; r += L * sy) {
+                    for (L = 1; r + L * sy < r0 + nb && p->row_phase[r + L * sy] == p->row_phase[r] &&
+                                p->row_index[r + L * sy] == p->row_index[r] + L && p->row_z[r + L * sy] == p->row_z[r];
+                         ++L) {
+                    }
+                    assemble_rows(p, pad, w, r, L, x0, width, buffer + (r - r0) * width, sy * width);
                 }
-            }
-            if (++filled == batch || r == p->nrows - 1) {
-                deconv_store(buffer, 1, filled * width, 1, c, p, dst, batch_off + x0, 1, 0);
-                filled = 0;
-            }
+            const synet_size rzy = p->row_phase[r0], rz = rzy / sy, ry = rzy % sy;
+            const synet_size oy = ry - p->pad_top + sy * p->row_index[r0], oz = rz - p->pad_front + p->stride_z * p->row_z[r0];
+            deconv_store(buffer, 1, nb * width, 1, c, p, dst,
+                         (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w + x0, 1, 0);
         }
     }
 }
