@@ -477,6 +477,29 @@ def test_one_byte_strips_match_reference(index_dtype, outer, src_count, inner, i
         synet.gather_elements(data, indices, 1)
 
 
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("dtype, outer, src_count, inner, idx_count", [
+    (np.float32, 2, 1024, 256, 1024),  # G1's slices: 2- to 8-byte elements strip by strip (128 KiB copies)
+    (np.float32, 1, 1024, 70, 700),    # strips of 32, 32 and a tail of 6 columns
+    (np.int64, 3, 512, 40, 300),       # 8-byte elements, 8 + 32-column strips
+    (np.float16, 1, 2048, 33, 1024),   # 2-byte elements, a tail strip of 1 column
+    (np.float32, 1, 1024, 256, 100),   # too few index rows for a strip copy (count / 2 or more): the row path
+    (np.float32, 1, 1025, 64, 600),    # a strip too large to copy: the row path
+])
+def test_wide_strips_match_reference(index_dtype, dtype, outer, src_count, inner, idx_count):
+    """Elements of 2 to 8 bytes from a slice too large for L2 gather strip by strip from a copy of the strip:
+    same values as NumPy, negative indices, 1 and 2 threads, and out-of-range indices still reported."""
+    rng = np.random.default_rng(outer * 1000 + inner)
+    data = random_data(rng, (outer, src_count, inner), dtype)
+    indices = rng.integers(-src_count, src_count, (outer, idx_count, inner)).astype(index_dtype)
+    expected = reference(data, indices, 1)
+    for n_threads in (1, 2):
+        np.testing.assert_array_equal(synet.gather_elements(data, indices, 1, n_threads=n_threads), expected)
+    indices[-1, idx_count // 2, inner - 1] = -src_count - 1
+    with pytest.raises(IndexError, match=f"= {-src_count - 1} is out of range for axis 1 with size {src_count}"):
+        synet.gather_elements(data, indices, 1)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.int64])
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("inner", [1, 3])

@@ -1,10 +1,10 @@
 /* GatherElements kernels, compiled once per CPU level (see common.h).
  *
  * The work is split into tasks of whole rows of dst (at least one row of `inner`, about TILE
- * elements), so each element is written by one task and the result does not depend on the
- * thread count. Small slices go several to a task; 1-byte elements of a small enough slice
- * go by row blocks x strips of 32 columns (AVX-512, see strip_u8). With AVX-512, index math runs
- * in vectors; 4- and 8-byte elements are then loaded by scalar loads 32 at a time (scalar32: faster
+ * elements), or of row blocks x strips of 32 columns, so each element is written by one task and the
+ * result does not depend on the thread count. Small slices go several to a task; strips are for 1-byte
+ * elements of a small enough slice (AVX-512, see strip_u8) and wider ones of a slice too large for L2
+ * (every level, see wide_strip). With AVX-512, index math runs in vectors; 4- and 8-byte elements are then loaded by scalar loads 32 at a time (scalar32: faster
  * than vpgather on AMD), 1- and 2-byte ones and partial blocks by vpgather.
  */
 #include "gather.h"
@@ -14,6 +14,10 @@
 #define TILE 4096                  /* dst elements per task (at least one row of `inner`) */
 #define STRIP_INDEX_BYTES (1 << 20) /* index bytes of one row block of the 1-byte strip gather */
 #define AHEAD_MAX 16384            /* bytes: a task gathering a whole slice up to this prefetches the next one */
+#define STRIP_COLS 32              /* columns of a strip */
+#define WIDE_STRIP_SOURCE (128 << 10) /* bytes: the most a strip copy of 2- to 8-byte elements takes */
+#define STRIP_BLOCK 8              /* rows of a strip gathered together */
+#define STRIP_AHEAD 16             /* rows: how far ahead a strip prefetches its index */
 
 #if SYNET_AVX512
 #define INDEX_PREFETCH 4096 /* bytes: measured 5-10% faster on G1-G3 */
@@ -197,14 +201,15 @@ SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const 
    inner == 1 (gather_simd), so neither the loop nor the rows carry a per-step branch or dispatch (G1:
    8192 rows of 256 a call; G4: 8 slices of 512 a task, 0.23 -> 0.19 ms). */
 SYNET_INLINE synet_size gather_loop(const char *src, synet_size src_bytes, synet_size src_step, const void *idx,
-                                    synet_size idx_bytes, void *dst, synet_size n, synet_size rows, synet_size count,
+                                    synet_size idx_bytes, void *dst, synet_size n, synet_size row_step, synet_size rows,
+                                    synet_size count,
                                     synet_size inner, synet_size step, synet_size ahead_bytes, int ahead_last,
                                     const int width, const int idx_size, const int offsets, const int inner1)
 {
     synet_size bad = 0;
     for (synet_size r = 0; r < rows; ++r)
-        bad += gather_row(src + r * src_step, src_bytes - r * src_step, (const char *)idx + r * n * idx_size,
-                          idx_bytes - r * n * idx_size, (char *)dst + r * n * width, n, count, inner, step,
+        bad += gather_row(src + r * src_step, src_bytes - r * src_step, (const char *)idx + r * row_step * idx_size,
+                          idx_bytes - r * row_step * idx_size, (char *)dst + r * row_step * width, n, count, inner, step,
                           src + (r + 1) * src_step, r + 1 < rows || ahead_last ? ahead_bytes : 0, width, idx_size,
                           offsets, inner1);
     return bad;
@@ -212,7 +217,8 @@ SYNET_INLINE synet_size gather_loop(const char *src, synet_size src_bytes, synet
 
 #define LOOP_CASE(W, X, O, I1)                                                                                 \
     case ((W) * 16 + (X) * 2 + (O)) * 2 + (I1):                                                                \
-        return gather_loop(src, src_bytes, src_step, idx, idx_bytes, dst, n, rows, count, inner, step, ahead_bytes,   \
+        return gather_loop(src, src_bytes, src_step, idx, idx_bytes, dst, n, row_step, rows, count, inner, step,      \
+                           ahead_bytes,                                                                         \
                            ahead_last, W, X, O, I1);
 #define LOOP_CASES_W(W) LOOP_CASE(W, 4, 0, 0) LOOP_CASE(W, 4, 0, 1) LOOP_CASE(W, 8, 0, 0) LOOP_CASE(W, 8, 0, 1) \
     LOOP_CASE(W, 4, 1, 0) LOOP_CASE(W, 4, 1, 1)
@@ -220,7 +226,7 @@ SYNET_INLINE synet_size gather_loop(const char *src, synet_size src_bytes, synet
 /* gather_loop for the case at hand, or -1 when offsets do not fit int32 or a row's source is under 4 bytes */
 static synet_size gather_simd(const char *src, synet_size src_bytes, synet_size src_step, const void *idx,
                               int idx_size, int offsets, synet_size idx_bytes, void *dst, int width, synet_size n,
-                              synet_size rows, synet_size count, synet_size inner, synet_size step,
+                              synet_size row_step, synet_size rows, synet_size count, synet_size inner, synet_size step,
                               synet_size ahead_bytes, int ahead_last)
 {
     if (count * inner * width > 0x7FFFFFFF || src_bytes - (rows - 1) * src_step < 4 || (offsets && idx_size != 4))
@@ -289,11 +295,11 @@ static synet_size strip_u8(const uint8_t *src, const void *idx, int idx_size, ui
 #else
 static synet_size gather_simd(const char *src, synet_size src_bytes, synet_size src_step, const void *idx,
                               int idx_size, int offsets, synet_size idx_bytes, void *dst, int width, synet_size n,
-                              synet_size rows, synet_size count, synet_size inner, synet_size step,
+                              synet_size row_step, synet_size rows, synet_size count, synet_size inner, synet_size step,
                               synet_size ahead_bytes, int ahead_last)
 {
     (void)src, (void)src_bytes, (void)src_step, (void)idx, (void)idx_size, (void)offsets, (void)idx_bytes, (void)dst;
-    (void)width, (void)n, (void)rows, (void)count, (void)inner, (void)step, (void)ahead_bytes, (void)ahead_last;
+    (void)width, (void)n, (void)row_step, (void)rows, (void)count, (void)inner, (void)step, (void)ahead_bytes, (void)ahead_last;
     return -1;
 }
 static int strips_apply(synet_size count, synet_size inner)
@@ -402,17 +408,18 @@ static portable_run portable_of(int elem_size, int index_size)
    is the index the task has left; each row prefetches ahead_bytes of the source after it (the last row only
    when ahead_last). */
 static synet_size run(const synet_gather_job *j, const char *src, synet_size src_bytes, synet_size src_step,
-                      const char *idx, synet_size idx_left, char *dst, synet_size n, synet_size rows, synet_size count,
-                      synet_size inner, synet_size step, int offsets, synet_size ahead_bytes, int ahead_last)
+                      const char *idx, synet_size idx_left, char *dst, synet_size n, synet_size row_step, synet_size rows,
+                      synet_size count, synet_size inner, synet_size step, int offsets, synet_size ahead_bytes,
+                      int ahead_last)
 {
     synet_size bad = gather_simd(src, src_bytes, src_step, idx, j->index_size, offsets, idx_left * j->index_size, dst,
-                                 j->elem_size, n, rows, count, inner, step, ahead_bytes, ahead_last);
+                                 j->elem_size, n, row_step, rows, count, inner, step, ahead_bytes, ahead_last);
     if (bad >= 0)
         return bad;
     bad = 0;
     for (synet_size r = 0; r < rows; ++r)
-        bad += portable_of(j->elem_size, j->index_size)(src + r * src_step, idx + r * n * j->index_size,
-                                                        dst + r * n * j->elem_size, n, count, inner, step, offsets);
+        bad += portable_of(j->elem_size, j->index_size)(src + r * src_step, idx + r * row_step * j->index_size,
+                                                        dst + r * row_step * j->elem_size, n, count, inner, step, offsets);
     return bad;
 }
 
@@ -426,10 +433,10 @@ static synet_size slices(const synet_gather_job *j, synet_size b, synet_size nb)
     char *dst = (char *)j->dst + b * row * e;
     const synet_size ahead = j->prefetch_next ? slice_bytes : 0;
     if (j->offsets)
-        return run(j, src, (j->outer - b) * slice_bytes, slice_bytes, idx, nb * row, dst, row, nb,
+        return run(j, src, (j->outer - b) * slice_bytes, slice_bytes, idx, nb * row, dst, row, row, nb,
                    j->src_count * j->inner, 1, 0, 1, ahead, b + nb < j->outer);
-    return run(j, src, (j->outer - b) * slice_bytes, slice_bytes, idx, nb * row, dst, row, nb, j->src_count, 1, 0, 0,
-               ahead, b + nb < j->outer);
+    return run(j, src, (j->outer - b) * slice_bytes, slice_bytes, idx, nb * row, dst, row, row, nb, j->src_count, 1, 0,
+               0, ahead, b + nb < j->outer);
 }
 
 /* Rows c_begin..c_end of one outer slice. With offsets the index holds validated src offsets: one flat run;
@@ -442,10 +449,18 @@ static synet_size rows_of_slice(const synet_gather_job *j, const char *src, syne
     idx += c_begin * inner * x;
     dst += c_begin * inner * e;
     if (j->offsets)
-        return run(j, src, src_bytes, 0, idx, n, dst, n, 1, count * inner, 1, 0, 1, 0, 0);
+        return run(j, src, src_bytes, 0, idx, n, dst, n, n, 1, count * inner, 1, 0, 1, 0, 0);
     if (inner == 1)
-        return run(j, src, src_bytes, 0, idx, n, dst, n, 1, count, 1, 0, 0, 0, 0);
-    return run(j, src, src_bytes, 0, idx, n, dst, inner, c_end - c_begin, count, inner, 1, 0, 0, 0);
+        return run(j, src, src_bytes, 0, idx, n, dst, n, n, 1, count, 1, 0, 0, 0, 0);
+    return run(j, src, src_bytes, 0, idx, n, dst, inner, inner, c_end - c_begin, count, inner, 1, 0, 0, 0);
+}
+
+/* whether a slice of `count` rows of `inner` elements of 2 to 8 bytes gathers strip by strip (wide_strip):
+   a slice too large for L2 whose strip copy is not, with index rows enough to pay for the copies */
+static int wide_strips_apply(synet_size count, synet_size inner, synet_size elem_size, synet_size idx_count)
+{
+    return inner > STRIP_COLS && count * inner * elem_size > WIDE_STRIP_SOURCE &&
+           count * STRIP_COLS * elem_size <= WIDE_STRIP_SOURCE && 2 * idx_count >= count;
 }
 
 static void prepare(synet_gather_job *j)
@@ -453,8 +468,12 @@ static void prepare(synet_gather_job *j)
     const synet_size row = j->idx_count * j->inner, slice_bytes = j->src_count * j->inner * j->elem_size;
     j->rows_per_task = j->inner ? SYNET_MAX(1, TILE / j->inner) : 1;
     j->nstrips = 1;
-    j->strips = j->elem_size == 1 && !j->offsets && strips_apply(j->src_count, j->inner);
-    if (j->strips) {
+    j->strips = !j->offsets && (j->elem_size == 1 ? strips_apply(j->src_count, j->inner)
+                                                  : wide_strips_apply(j->src_count, j->inner, j->elem_size, j->idx_count));
+    if (j->strips && j->elem_size > 1) {
+        j->nstrips = (j->inner + STRIP_COLS - 1) / STRIP_COLS;
+        j->rows_per_task = SYNET_MAX(SYNET_MAX(j->src_count / 2, STRIP_INDEX_BYTES / (STRIP_COLS * j->index_size)), 1);
+    } else if (j->strips) {
         j->nstrips = (j->inner + 31) / 32;
         /* a row block's index (read strip by strip) stays in L2 between its strips: G3 1.13x faster with
            512 rows (1 MB) than with 1024; >= src_count / 2 rows keep the strip copies <= 2 B per element */
@@ -468,6 +487,43 @@ static void prepare(synet_gather_job *j)
     /* small slices: several whole slices per task (G2: 4096 tasks of 256 -> 256 of 4096, 1.06x faster) */
     j->slices_per_task = j->tasks_per_outer == 1 && row ? SYNET_MAX(1, TILE / row) : 1;
     j->ntasks = (j->outer + j->slices_per_task - 1) / j->slices_per_task * j->tasks_per_outer;
+}
+
+/* 2- to 8-byte elements: `rows` rows of the strip of columns s0..s0 + STRIP_COLS - 1 of one slice gather from
+   a copy of that strip of src ([count][STRIP_COLS] elements, in L2) instead of from random rows of the whole
+   slice, whose power-of-two row strides also crowd a few cache sets (G1 at baseline 3.9 -> 2.3 ms, at avx2
+   3.1 -> 2.1 ms; at avx512 1.9 ms either way, steadier: 1.78-2.12 ms before). idx and dst: the first row's,
+   idx_left elements of index from there. */
+static synet_size wide_strip(const synet_gather_job *j, const char *src, const char *idx, synet_size idx_left,
+                             char *dst, synet_size rows, synet_size s0)
+{
+    uint64_t buf[WIDE_STRIP_SOURCE / 8] __attribute__((aligned(64)));
+    const synet_size e = j->elem_size, cols = SYNET_MIN((synet_size)STRIP_COLS, j->inner - s0);
+    const synet_size words = STRIP_COLS * e / 8; /* of a strip row */
+    for (synet_size c = 0; c < j->src_count; ++c) {
+        const char *s = src + (c * j->inner + s0) * e;
+        if (c + STRIP_AHEAD < j->src_count) /* (strided rows defeat the hardware prefetcher) */
+            for (synet_size b = 0; b < cols * e; b += 64)
+                __builtin_prefetch(s + STRIP_AHEAD * j->inner * e + b);
+        if (cols == STRIP_COLS)
+            for (synet_size w = 0; w < words; ++w)
+                memcpy(buf + c * words + w, s + 8 * w, 8);
+        else
+            memcpy(buf + c * words, s, cols * e);
+    }
+    synet_size bad = 0;
+    const synet_size x = j->index_size, idx_row = j->inner * x, strip_idx = cols * x;
+    for (synet_size r0 = 0; r0 < rows; r0 += STRIP_BLOCK) {
+        const synet_size nr = SYNET_MIN((synet_size)STRIP_BLOCK, rows - r0);
+        /* the index rows STRIP_AHEAD further on: strided rows defeat the hardware prefetcher */
+        for (synet_size r = r0 + STRIP_AHEAD; r < SYNET_MIN(r0 + nr + STRIP_AHEAD, rows); ++r)
+            for (synet_size b = 0; b < strip_idx; b += 64)
+                __builtin_prefetch(idx + r * idx_row + b);
+        bad += run(j, (const char *)buf, j->src_count * STRIP_COLS * e, 0, idx + r0 * idx_row,
+                   idx_left - r0 * j->inner, dst + r0 * j->inner * e, cols, j->inner, nr, j->src_count, STRIP_COLS, 1,
+                   0, 0, 0);
+    }
+    return bad;
 }
 
 static synet_size task(const synet_gather_job *j, synet_size t)
@@ -492,9 +548,12 @@ static synet_size task(const synet_gather_job *j, synet_size t)
     for (synet_size b = first; b < last; b++) {
         const char *s = src + b * slice * e, *i = idx + (b % j->period) * row * x;
         char *d = dst + b * row * e;
-        if (j->strips)
+        const synet_size s0 = (part % j->nstrips) * STRIP_COLS, first_elem = c_begin * j->inner + s0;
+        if (j->strips && e == 1)
             bad += strip_u8((const uint8_t *)s, i, j->index_size, (uint8_t *)d, c_begin, c_end, j->src_count, j->inner,
-                            (part % j->nstrips) * 32);
+                            s0);
+        else if (j->strips)
+            bad += wide_strip(j, s, i + first_elem * x, row - first_elem, d + first_elem * e, c_end - c_begin, s0);
         else
             bad += rows_of_slice(j, s, (j->outer - b) * slice * e, i, d, c_begin, c_end);
     }
