@@ -77,6 +77,26 @@ def probe(seed: int = 0) -> dict[str, np.ndarray]:
     out["qadd per-axis"] = synet.quantized_add(a, b, a_scale=rng.uniform(0.01, 0.02, 64), a_zero=47,
                                                b_scale=0.02, b_zero=rng.integers(0, 255, 64), dst_scale=0.015,
                                                dst_zero=38)
+    # the folded kernel on every pair of operand bytes (and one operand a scalar), with constants the portable
+    # level sums in float64 (most) or by fmaf (b_scale 1e-12: the exponents span more than a float64); scales
+    # 0.5 +- 2^-24 put half the values a few float32 steps from a rounding tie, where an fma differs from a
+    # product rounded first
+    pairs = np.arange(65536)
+    half_up, half_down = 0.5 + 2.0**-24, 0.5 - 2.0**-25
+    for t, zeros in (("u8", (47, 200, 3)), ("i8", (-5, 100, -128))):
+        info = np.iinfo(types[t])
+        qa = (pairs >> 8).astype(np.uint8).view(types[t]).reshape(256, 256)
+        qb = (pairs & 255).astype(np.uint8).view(types[t]).reshape(256, 256)
+        for n, (sa, sb, ds) in enumerate([(0.01, 0.02, 0.015), (0.3, 0.7, 0.25), (1.0, 1.0, 1.0), (0.013, 1e-12, 0.011),
+                                          (3e-3, 1.7e-3, 9e-4), (1e-30, 2e-30, 1.5e-30), (half_up, half_up, 1.0),
+                                          (half_down, half_up, 1.0)]):
+            za, zb, zd = (zeros[n % 3], zeros[(n + 1) % 3], zeros[(n + 2) % 3]) if n < 6 else (0, 0, 0)
+            assert info.min <= min(za, zb, zd) and max(za, zb, zd) <= info.max
+            for act in ("identity", "relu"):
+                for name, (x, y) in (("pairs", (qa, qb)), ("a scalar", (qa[:1, :1], qb)), ("b scalar", (qa, qb[:1, :1]))):
+                    out[f"qadd folded {t} {n} {act} {name}"] = synet.quantized_add(
+                        x, y, a_scale=sa, a_zero=za, b_scale=sb, b_zero=zb, dst_scale=ds, dst_zero=zd,
+                        dst_dtype=types[t], activation=act)
     # Deconvolution: both layouts, FP32 / BF16 in and out, every activation, GEMM and depthwise, 1 and 2 threads
     for fmt in ("NCHW", "NHWC"):
         for src_c, dst_c, group, kernel, stride in ((24, 40, 1, 4, 2), (40, 36, 1, 3, 1), (64, 64, 1, 1, 1),
