@@ -9,6 +9,8 @@
  */
 #include "gather.h"
 
+#include <stdlib.h>
+
 #include "vector.h"
 
 #define TILE 4096                  /* dst elements per task (at least one row of `inner`) */
@@ -493,13 +495,17 @@ static void prepare(synet_gather_job *j)
    a copy of that strip of src ([count][STRIP_COLS] elements, in L2) instead of from random rows of the whole
    slice, whose power-of-two row strides also crowd a few cache sets (G1 at baseline 3.9 -> 2.3 ms, at avx2
    3.1 -> 2.1 ms; at avx512 1.9 ms either way, steadier: 1.78-2.12 ms before). idx and dst: the first row's,
-   idx_left elements of index from there. */
+   idx_left elements of index from there. The copy is on the heap (up to 128 KiB: too much for the stacks of
+   some threads); without it the strip gathers straight from src. */
 static synet_size wide_strip(const synet_gather_job *j, const char *src, const char *idx, synet_size idx_left,
                              char *dst, synet_size rows, synet_size s0)
 {
-    uint64_t buf[WIDE_STRIP_SOURCE / 8] __attribute__((aligned(64)));
     const synet_size e = j->elem_size, cols = SYNET_MIN((synet_size)STRIP_COLS, j->inner - s0);
     const synet_size words = STRIP_COLS * e / 8; /* of a strip row */
+    uint64_t *buf = (uint64_t *)malloc(j->src_count * STRIP_COLS * e);
+    if (!buf)
+        return run(j, src + s0 * e, j->src_count * j->inner * e - s0 * e, 0, idx, idx_left, dst, cols, j->inner, rows,
+                   j->src_count, j->inner, 1, 0, 0, 0);
     for (synet_size c = 0; c < j->src_count; ++c) {
         const char *s = src + (c * j->inner + s0) * e;
         if (c + STRIP_AHEAD < j->src_count) /* (strided rows defeat the hardware prefetcher) */
@@ -523,6 +529,7 @@ static synet_size wide_strip(const synet_gather_job *j, const char *src, const c
                    idx_left - r0 * j->inner, dst + r0 * j->inner * e, cols, j->inner, nr, j->src_count, STRIP_COLS, 1,
                    0, 0, 0);
     }
+    free(buf);
     return bad;
 }
 
