@@ -93,7 +93,8 @@ def probe(seed: int = 0) -> dict[str, np.ndarray]:
             za, zb, zd = (zeros[n % 3], zeros[(n + 1) % 3], zeros[(n + 2) % 3]) if n < 6 else (0, 0, 0)
             assert info.min <= min(za, zb, zd) and max(za, zb, zd) <= info.max
             for act in ("identity", "relu"):
-                for name, (x, y) in (("pairs", (qa, qb)), ("a scalar", (qa[:1, :1], qb)), ("b scalar", (qa, qb[:1, :1]))):
+                for name, (x, y) in (("pairs", (qa, qb)), ("a scalar", (qa[:1, :1], qb)),
+                                     ("b scalar", (qa, qb[:1, :1]))):
                     out[f"qadd folded {t} {n} {act} {name}"] = synet.quantized_add(
                         x, y, a_scale=sa, a_zero=za, b_scale=sb, b_zero=zb, dst_scale=ds, dst_zero=zd,
                         dst_dtype=types[t], activation=act)
