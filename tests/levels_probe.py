@@ -47,6 +47,12 @@ def probe(seed: int = 0) -> dict[str, np.ndarray]:
                     synet.gather_elements(data, idx.astype(itype), axis)
     data = rng.integers(0, 256, (8, 1024, 64)).astype(np.uint8)   # the 1-byte strip path
     out["gather u8 strips"] = synet.gather_elements(data, rng.integers(-1024, 1024, (8, 1024, 64)), 1)
+    for dtype in (np.float16, np.float32, np.int64):   # the portable level's strips of wider elements
+        count = 131072 // (32 * np.dtype(dtype).itemsize)
+        data = rng.integers(0, 100, (2, count, 70)).astype(dtype)
+        for itype in (np.int32, np.int64):
+            idx = rng.integers(-count, count, (2, count * 3 // 4, 70)).astype(itype)
+            out[f"gather {np.dtype(dtype).name} {np.dtype(itype).name} strips"] = synet.gather_elements(data, idx, 1)
     g = synet.GatherElements("f32", "i64", True, 1, [4, 16], 128, 1, 128)
     idx = np.tile(rng.integers(-128, 128, (1, 16, 128, 1)), (4, 1, 1, 1))
     g.set_index(idx)

@@ -487,8 +487,9 @@ def test_one_byte_strips_match_reference(index_dtype, outer, src_count, inner, i
     (np.float32, 1, 1025, 64, 600),    # a strip too large to copy: the row path
 ])
 def test_wide_strips_match_reference(index_dtype, dtype, outer, src_count, inner, idx_count):
-    """Elements of 2 to 8 bytes from a slice too large for L2 gather strip by strip from a copy of the strip:
-    same values as NumPy, negative indices, 1 and 2 threads, and out-of-range indices still reported."""
+    """Elements of 2 to 8 bytes from a slice too large for L2 gather strip by strip from a copy of the strip
+    (on the portable loop; tests/levels_probe.py compares it with AVX-512's rows): same values as NumPy,
+    negative indices, 1 and 2 threads, and out-of-range indices still reported."""
     rng = np.random.default_rng(outer * 1000 + inner)
     data = random_data(rng, (outer, src_count, inner), dtype)
     indices = rng.integers(-src_count, src_count, (outer, idx_count, inner)).astype(index_dtype)

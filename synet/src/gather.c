@@ -4,7 +4,7 @@
  * elements), or of row blocks x strips of 32 columns, so each element is written by one task and the
  * result does not depend on the thread count. Small slices go several to a task; strips are for 1-byte
  * elements of a small enough slice (AVX-512, see strip_u8) and wider ones of a slice too large for L2
- * (every level, see wide_strip). With AVX-512, index math runs in vectors; 4- and 8-byte elements are then loaded by scalar loads 32 at a time (scalar32: faster
+ * (the portable loop, see wide_strip). With AVX-512, index math runs in vectors; 4- and 8-byte elements are then loaded by scalar loads 32 at a time (scalar32: faster
  * than vpgather on AMD), 1- and 2-byte ones and partial blocks by vpgather.
  */
 #include "gather.h"
@@ -286,8 +286,9 @@ SYNET_INLINE synet_size strip_u8_of(const uint8_t *src, const void *idx, const i
     return bad;
 }
 
-/* strip_u8_of with the index size a constant (G3 1.3x faster than with it a variable) */
-static synet_size strip_u8(const uint8_t *src, const void *idx, int idx_size, uint8_t *dst, synet_size c_begin,
+/* strip_u8_of with the index size a constant (G3 1.3x faster than with it a variable); at a cache line
+   (its loop's place in the line moved G3 by 5-7 % between builds) */
+__attribute__((aligned(64))) static synet_size strip_u8(const uint8_t *src, const void *idx, int idx_size, uint8_t *dst, synet_size c_begin,
                            synet_size c_end, synet_size count, synet_size inner, synet_size s0)
 {
     if (idx_size == 8)
@@ -458,10 +459,11 @@ static synet_size rows_of_slice(const synet_gather_job *j, const char *src, syne
 }
 
 /* whether a slice of `count` rows of `inner` elements of 2 to 8 bytes gathers strip by strip (wide_strip):
-   a slice too large for L2 whose strip copy is not, with index rows enough to pay for the copies */
+   a slice too large for L2 whose strip copy is not, with index rows enough to pay for the copies; on the
+   portable loop only (with AVX-512's vector index math, G1 measured 1.0-1.16x slower by strips) */
 static int wide_strips_apply(synet_size count, synet_size inner, synet_size elem_size, synet_size idx_count)
 {
-    return inner > STRIP_COLS && count * inner * elem_size > WIDE_STRIP_SOURCE &&
+    return !SYNET_AVX512 && inner > STRIP_COLS && count * inner * elem_size > WIDE_STRIP_SOURCE &&
            count * STRIP_COLS * elem_size <= WIDE_STRIP_SOURCE && 2 * idx_count >= count;
 }
 
@@ -494,7 +496,7 @@ static void prepare(synet_gather_job *j)
 /* 2- to 8-byte elements: `rows` rows of the strip of columns s0..s0 + STRIP_COLS - 1 of one slice gather from
    a copy of that strip of src ([count][STRIP_COLS] elements, in L2) instead of from random rows of the whole
    slice, whose power-of-two row strides also crowd a few cache sets (G1 at baseline 3.9 -> 2.3 ms, at avx2
-   3.1 -> 2.1 ms; at avx512 1.9 ms either way, steadier: 1.78-2.12 ms before). idx and dst: the first row's,
+   3.1 -> 2.1 ms). idx and dst: the first row's,
    idx_left elements of index from there. The copy is on the heap (up to 128 KiB: too much for the stacks of
    some threads); without it the strip gathers straight from src. */
 static synet_size wide_strip(const synet_gather_job *j, const char *src, const char *idx, synet_size idx_left,
