@@ -81,6 +81,7 @@ cdef extern from "quantized_add.h" nogil:
         int a_zero, b_zero
         float q_pre, q_inv, q_zero
         float ka, kb, kc, lo
+        int folded_in_doubles
     ctypedef struct synet_qadd_plan:
         int a_type, b_type, dst_type, mode, float_values, act
         const float* act_params

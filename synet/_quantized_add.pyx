@@ -68,10 +68,6 @@ cdef enum:
     # slowest activation then holds it for ~30 us at most)
     NOGIL_MIN = 1 << 10
 
-_CONSTS_FIELDS = ("a_scale", "a_offset", "b_scale", "b_offset", "fa_scale", "fa_scale_low", "fb_scale",
-                  "fb_scale_low", "a_zero", "b_zero", "q_pre", "q_inv", "q_zero", "ka", "kb", "kc", "lo")
-
-
 cdef bint _known_type(int t) noexcept nogil:
     return t == SYNET_QADD_F32 or t == SYNET_QADD_U8 or t == SYNET_QADD_I8
 
@@ -149,6 +145,7 @@ cdef _QaddState _new_state(planned):
         k[c].a_zero, k[c].b_zero = f["a_zero"][c], f["b_zero"][c]
         k[c].q_pre, k[c].q_inv, k[c].q_zero = f["q_pre"][c], f["q_inv"][c], f["q_zero"][c]
         k[c].ka, k[c].kb, k[c].kc, k[c].lo = f["ka"][c], f["kb"][c], f["kc"][c], f["lo"][c]
+        k[c].folded_in_doubles = f["folded_in_doubles"][c]
     p.a_type, p.b_type, p.dst_type = int(planned.a_type), int(planned.b_type), int(planned.dst_type)
     p.float_values = planned.float_values
     p.act = int(planned.act)

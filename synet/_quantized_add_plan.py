@@ -39,7 +39,8 @@ LANES_INNER_MAX = 64
 LANES_PERIOD_MAX = 1 << 14
 LANES_SHORT = 8
 LANE_DTYPES = {"a_scale": np.float64, "a_offset": np.float64, "b_scale": np.float64, "b_offset": np.float64,
-               "a_zero": np.int32, "b_zero": np.int32}  # the others float32, as in synet_qadd_consts
+               "a_zero": np.int32, "b_zero": np.int32,
+               "folded_in_doubles": np.int32}  # the others float32, as in synet_qadd_consts
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -213,6 +214,26 @@ def _folded(sa: float, za: int, sb: float, zb: int, ds: float, dz: int):
     return (ka, kb, kc) if bound <= FOLDED_MAX_ERROR else None
 
 
+def _ulp_exponent(x: float) -> float:
+    """The exponent of the last significant bit of x, a float32 value (inf for 0)."""
+    if x == 0:
+        return math.inf
+    return max(math.frexp(x)[1] - 24, -149)
+
+
+def _folded_in_doubles(ka: float, kb: float, kc: float) -> bool:
+    """Whether both fmas of the folded formula, fma(a, ka, fma(b, kb, kc)) with |a|, |b| <= 255, are exact
+    sums in float64 (then one float64 sum rounded to float32 is the fma): a byte times a float32 has <= 32
+    significant bits, and sums of multiples of 2^e below 2^(e + 53) are exact. The inner result, rounded
+    to float32, is a multiple of 2^e1 like the exact sum it rounds."""
+    ka, kb, kc = (float(np.float32(k)) for k in (ka, kb, kc))
+    e1 = min(_ulp_exponent(kb), _ulp_exponent(kc))
+    e2 = min(_ulp_exponent(ka), e1)
+    m1 = 255.0 * abs(kb) + abs(kc)
+    m2 = 255.0 * abs(ka) + m1 * (1.0 + 2.0**-23)
+    return e1 != math.inf and m1 < 2.0 ** (e1 + 53) and m2 < 2.0 ** (e2 + 53)
+
+
 def _float_values_ok(a_type, sa, za, b_type, sb, zb, act, params, dst_type, ds) -> bool:
     """Whether a' + b' may be summed in float32: its worst-case error stays below FOLDED_MAX_ERROR output
     steps for a quantised output (exact away from ties), below 5e-7 for a float32 one (1e-6 relative,
@@ -284,7 +305,8 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
     ds, dz = map(per_channel, quant["dst"])
     fields: dict[str, list] = {f: [] for f in ("a_scale", "a_offset", "b_scale", "b_offset", "fa_scale",
                                                "fa_scale_low", "fb_scale", "fb_scale_low", "a_zero", "b_zero",
-                                               "q_pre", "q_inv", "q_zero", "ka", "kb", "kc", "lo")}
+                                               "q_pre", "q_inv", "q_zero", "ka", "kb", "kc", "lo",
+                                               "folded_in_doubles")}
     float_values = all(_float_values_ok(a_type, sa[c], za[c], b_type, sb[c], zb[c], act, params, dst_type, ds[c])
                        for c in range(nchan))
     one_byte = DataType.FLOAT32 not in (a_type, b_type, dst_type)  # any mix of UINT8 and INT8
@@ -304,7 +326,8 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
                             ("fa_scale_low", sa[c] - fa if float_values else 0.0),
                             ("fb_scale", fb), ("fb_scale_low", sb[c] - fb if float_values else 0.0),
                             ("a_zero", za[c]), ("b_zero", zb[c]), ("q_pre", pre), ("q_inv", inv / pre),
-                            ("q_zero", dz[c]), ("ka", ka), ("kb", kb), ("kc", kc), ("lo", lo)):
+                            ("q_zero", dz[c]), ("ka", ka), ("kb", kb), ("kc", kc), ("lo", lo),
+                            ("folded_in_doubles", int(use_folded and _folded_in_doubles(ka, kb, kc)))):
             fields[name].append(value)
     mode = GENERIC
     if use_folded:

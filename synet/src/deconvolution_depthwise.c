@@ -11,24 +11,41 @@
 #define DW_COLS 1024 /* output columns of one channels-first row assembled at a time */
 #define DW_UNROLL_MAX 9 /* the most taps phase_columns unrolls */
 
-/* row r of the BF16-rounded FP32 copy of src, zero-padded: [n, c, zp, yp, xp] or [n, zp, yp, xp, c] */
-void deconv_depthwise_pad_row(const synet_deconv_plan *p, const void *src, void *image_, synet_size r)
+/* Row r (< padded_d * padded_h) of one image's (or channels first, one plane's) BF16-rounded FP32 copy at
+   image, `pix` floats a column, from its source at src: zeros where the row is outside src, else the
+   converted source row between zeros. Edges of up to VW floats are zeroed by one vector store each,
+   before the values overwrite what they cover, where the `room` floats from the row's start are the
+   caller's to write (the rows after it written later). */
+static void padded_row(const synet_deconv_plan *p, const char *src, float *image, synet_size pix, synet_size r,
+                       synet_size room)
 {
-    const synet_size pix = p->nhwc ? p->src_c : 1, row_len = p->padded_w * pix;
-    const synet_size y = r % p->padded_h - p->pad_low_y, z = r / p->padded_h % p->padded_d - p->pad_low_z;
-    const synet_size image = r / (p->padded_d * p->padded_h); /* n (channels last) or n * C + c */
-    float *d = (float *)image_ + r * row_len;
+    const synet_size W = p->padded_w * pix, left = p->pad_low_x * pix, n = p->src_w * pix, right = W - left - n;
+    const synet_size y = r % p->padded_h - p->pad_low_y, z = r / p->padded_h - p->pad_low_z;
+    float *d = image + r * W;
     if (y < 0 || y >= p->src_h || z < 0 || z >= p->src_d) {
-        memset(d, 0, row_len * 4);
+        memset(d, 0, W * 4);
         return;
     }
-    memset(d, 0, p->pad_low_x * pix * 4);
-    memset(d + (p->pad_low_x + p->src_w) * pix, 0, (p->padded_w - p->pad_low_x - p->src_w) * pix * 4);
-    const synet_size s0 = ((image * p->src_d + z) * p->src_h + y) * p->src_w * pix;
-    deconv_convert_run((const char *)src + s0 * (p->src_bf16 ? 2 : 4), p->src_bf16, d + p->pad_low_x * pix, 1,
-                p->src_w * pix);
+    const vfloat zero = {};
+    if (left <= VW && VW <= room)
+        *(vfloat_u *)(void *)d = zero;
+    else
+        memset(d, 0, left * 4);
+    if (right <= VW && left + n + VW <= room)
+        *(vfloat_u *)(void *)(d + left + n) = zero;
+    else
+        memset(d + left + n, 0, right * 4);
+    deconv_convert_run(src + (z * p->src_h + y) * n * (p->src_bf16 ? 2 : 4), p->src_bf16, d + left, 1, n);
 }
 
+/* row r of the BF16-rounded FP32 copy of the whole source, zero-padded: [n, zp, yp, xp, c] (channels last;
+   rows are tasks of their own) */
+void deconv_depthwise_pad_row(const synet_deconv_plan *p, const void *src, void *image, synet_size r)
+{
+    const synet_size rows = p->padded_d * p->padded_h, n = r / rows, pix = p->src_c;
+    padded_row(p, (const char *)src + n * p->src_d * p->src_h * p->src_w * pix * (p->src_bf16 ? 2 : 4),
+               (float *)image + n * rows * p->padded_w * pix, pix, r % rows, p->padded_w * pix);
+}
 
 /* One vector of outputs i..i+VW-1 of a phase: sum_t w[t] * s[toff[t] + i], in tap order. BF16 products
    are exact in FP32, so the multiply-add equals the fma and a scalar sum in the same order gives the
@@ -88,7 +105,8 @@ SYNET_INLINE void phase_vectors(const phase_rows *q, const float *const *sa, con
     const vfloat a = NT > 0 ? hoisted_vector(sa, wa, i, NT) : phase_vector(q->s, q->toff, q->w, q->ntaps, i);
     *lo = a;
     if (pair) {
-        const vfloat b = NT > 0 ? hoisted_vector(sb, wb, i, NT) : phase_vector(q->s_b, q->toff_b, q->w_b, q->ntaps_b, i);
+        const vfloat b =
+            NT > 0 ? hoisted_vector(sb, wb, i, NT) : phase_vector(q->s_b, q->toff_b, q->w_b, q->ntaps_b, i);
         *lo = __builtin_shufflevector(a, b, INTERLEAVE_LO);
         *hi = __builtin_shufflevector(a, b, INTERLEAVE_HI);
     }
@@ -176,32 +194,13 @@ static void phase_range(const synet_deconv_plan *p, synet_size rx, synet_size x0
     }
 }
 
-/* Channels first: the BF16-rounded FP32 copy of plane `task` (n * C + c), zero-padded, at pad; returns pad.
-   Edges of up to VW columns are zeroed by one vector store each, before the row's values overwrite
-   what they cover, where the plane has room for it (the rows it spills into are written after it). */
+/* Channels first: the BF16-rounded FP32 copy of plane `task` (n * C + c), zero-padded, at pad; returns pad */
 static const float *pad_plane(const synet_deconv_plan *p, const void *src, float *pad, synet_size task)
 {
-    const synet_size W = p->padded_w, left = p->pad_low_x, right = W - left - p->src_w, se = p->src_bf16 ? 2 : 4;
     const synet_size rows = p->padded_d * p->padded_h;
-    const char *plane = (const char *)src + task * p->src_d * p->src_h * p->src_w * se;
-    const vfloat zero = {};
-    for (synet_size r = 0; r < rows; ++r) {
-        const synet_size y = r % p->padded_h - p->pad_low_y, z = r / p->padded_h - p->pad_low_z;
-        float *d = pad + r * W;
-        if (y < 0 || y >= p->src_h || z < 0 || z >= p->src_d) {
-            memset(d, 0, W * 4);
-            continue;
-        }
-        if (left <= VW && r * W + VW <= rows * W)
-            *(vfloat_u *)(void *)d = zero;
-        else
-            memset(d, 0, left * 4);
-        if (right <= VW && r * W + left + p->src_w + VW <= rows * W)
-            *(vfloat_u *)(void *)(d + left + p->src_w) = zero;
-        else
-            memset(d + left + p->src_w, 0, right * 4);
-        deconv_convert_run(plane + (z * p->src_h + y) * p->src_w * se, p->src_bf16, d + left, 1, p->src_w);
-    }
+    const char *plane = (const char *)src + task * p->src_d * p->src_h * p->src_w * (p->src_bf16 ? 2 : 4);
+    for (synet_size r = 0; r < rows; ++r)
+        padded_row(p, plane, pad, 1, r, (rows - r) * p->padded_w);
     return pad;
 }
 
@@ -209,12 +208,13 @@ static const float *pad_plane(const synet_deconv_plan *p, const void *src, float
    [x0, x0 + width), at out, out + out_step, ... Stride 2: output columns 2k and 2k + 1 are one output of
    each x phase, ra's k + ca and rb's k + cb, computed as interleaved pairs. */
 static void assemble_rows(const synet_deconv_plan *p, const float *pad, const float *w, synet_size r, synet_size L,
-                       synet_size x0, synet_size width, float *out, synet_size out_step)
+                          synet_size x0, synet_size width, float *out, synet_size out_step)
 {
     const synet_size rzy = p->row_phase[r], j = p->row_index[r], k = p->row_z[r];
     const float *s = pad + ((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + p->pad_low_x;
     if (p->stride_x == 2) {
-        const synet_size ra = p->pad_left % 2, rb = 1 - ra, ca = (p->pad_left - ra) / 2, cb = (p->pad_left + 1 - rb) / 2;
+        const synet_size ra = p->pad_left % 2, rb = 1 - ra;
+        const synet_size ca = (p->pad_left - ra) / 2, cb = (p->pad_left + 1 - rb) / 2;
         const synet_size pa = rzy * 2 + ra, pb = rzy * 2 + rb, k0 = x0 / 2; /* (x0 is even) */
         const phase_rows q = {s + k0 + ca, s + k0 + cb, p->tap_offsets + p->phase_tap0[pa],
                               p->tap_offsets + p->phase_tap0[pb], w + p->phase_tap0[pa], w + p->phase_tap0[pb],
@@ -242,6 +242,17 @@ static void assemble_rows(const synet_deconv_plan *p, const float *pad, const fl
     }
 }
 
+/* How many of rows r, r + stride_y, ... below `end` are of r's phase, on consecutive source rows */
+static synet_size same_phase_rows(const synet_deconv_plan *p, synet_size r, synet_size end)
+{
+    const synet_size sy = p->stride_y;
+    synet_size L = 1;
+    while (r + L * sy < end && p->row_phase[r + L * sy] == p->row_phase[r] &&
+           p->row_index[r + L * sy] == p->row_index[r] + L && p->row_z[r + L * sy] == p->row_z[r])
+        ++L;
+    return L;
+}
+
 /* Channels first: one (image, channel) plane. Its padded copy is made here (it stays in cache for the
    taps), then the output rows are assembled in a row buffer, several whole rows at a time where they
    fit, and stored once, contiguously, with bias and activation. The rows of one phase that follow
@@ -262,14 +273,12 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
             const synet_size nb = SYNET_MIN(batch, p->nrows - r0);
             for (synet_size q = 0; q < SYNET_MIN(nb, sy); ++q)
                 for (synet_size r = r0 + q, L; r < r0 + nb; r += L * sy) {
-                    for (L = 1; r + L * sy < r0 + nb && p->row_phase[r + L * sy] == p->row_phase[r] &&
-                                p->row_index[r + L * sy] == p->row_index[r] + L && p->row_z[r + L * sy] == p->row_z[r];
-                         ++L) {
-                    }
+                    L = same_phase_rows(p, r, r0 + nb);
                     assemble_rows(p, pad, w, r, L, x0, width, buffer + (r - r0) * width, sy * width);
                 }
             const synet_size rzy = p->row_phase[r0], rz = rzy / sy, ry = rzy % sy;
-            const synet_size oy = ry - p->pad_top + sy * p->row_index[r0], oz = rz - p->pad_front + p->stride_z * p->row_z[r0];
+            const synet_size oy = ry - p->pad_top + sy * p->row_index[r0];
+            const synet_size oz = rz - p->pad_front + p->stride_z * p->row_z[r0];
             deconv_store(buffer, 1, nb * width, 1, c, p, dst,
                          (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w + x0, 1, 0);
         }

@@ -4,8 +4,9 @@
  * elements), or of row blocks x strips of 32 columns, so each element is written by one task and the
  * result does not depend on the thread count. Small slices go several to a task; strips are for 1-byte
  * elements of a small enough slice (AVX-512, see strip_u8) and wider ones of a slice too large for L2
- * (the portable loop, see wide_strip). With AVX-512, index math runs in vectors; 4- and 8-byte elements are then loaded by scalar loads 32 at a time (scalar32: faster
- * than vpgather on AMD), 1- and 2-byte ones and partial blocks by vpgather.
+ * (the portable loop, see wide_strip). With AVX-512, index math runs in vectors; 4- and 8-byte elements
+ * are then loaded by scalar loads 32 at a time (scalar32: faster than vpgather on AMD), 1- and 2-byte ones
+ * and partial blocks by vpgather.
  */
 #include "gather.h"
 
@@ -204,24 +205,23 @@ SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const 
    8192 rows of 256 a call; G4: 8 slices of 512 a task, 0.23 -> 0.19 ms). */
 SYNET_INLINE synet_size gather_loop(const char *src, synet_size src_bytes, synet_size src_step, const void *idx,
                                     synet_size idx_bytes, void *dst, synet_size n, synet_size row_step, synet_size rows,
-                                    synet_size count,
-                                    synet_size inner, synet_size step, synet_size ahead_bytes, int ahead_last,
-                                    const int width, const int idx_size, const int offsets, const int inner1)
+                                    synet_size count, synet_size inner, synet_size step, synet_size ahead_bytes,
+                                    int ahead_last, const int width, const int idx_size, const int offsets,
+                                    const int inner1)
 {
     synet_size bad = 0;
     for (synet_size r = 0; r < rows; ++r)
         bad += gather_row(src + r * src_step, src_bytes - r * src_step, (const char *)idx + r * row_step * idx_size,
-                          idx_bytes - r * row_step * idx_size, (char *)dst + r * row_step * width, n, count, inner, step,
-                          src + (r + 1) * src_step, r + 1 < rows || ahead_last ? ahead_bytes : 0, width, idx_size,
-                          offsets, inner1);
+                          idx_bytes - r * row_step * idx_size, (char *)dst + r * row_step * width, n, count, inner,
+                          step, src + (r + 1) * src_step, r + 1 < rows || ahead_last ? ahead_bytes : 0, width,
+                          idx_size, offsets, inner1);
     return bad;
 }
 
 #define LOOP_CASE(W, X, O, I1)                                                                                 \
     case ((W) * 16 + (X) * 2 + (O)) * 2 + (I1):                                                                \
         return gather_loop(src, src_bytes, src_step, idx, idx_bytes, dst, n, row_step, rows, count, inner, step,      \
-                           ahead_bytes,                                                                         \
-                           ahead_last, W, X, O, I1);
+                           ahead_bytes, ahead_last, W, X, O, I1);
 #define LOOP_CASES_W(W) LOOP_CASE(W, 4, 0, 0) LOOP_CASE(W, 4, 0, 1) LOOP_CASE(W, 8, 0, 0) LOOP_CASE(W, 8, 0, 1) \
     LOOP_CASE(W, 4, 1, 0) LOOP_CASE(W, 4, 1, 1)
 
@@ -288,8 +288,9 @@ SYNET_INLINE synet_size strip_u8_of(const uint8_t *src, const void *idx, const i
 
 /* strip_u8_of with the index size a constant (G3 1.3x faster than with it a variable); at a cache line
    (its loop's place in the line moved G3 by 5-7 % between builds) */
-__attribute__((aligned(64))) static synet_size strip_u8(const uint8_t *src, const void *idx, int idx_size, uint8_t *dst, synet_size c_begin,
-                           synet_size c_end, synet_size count, synet_size inner, synet_size s0)
+__attribute__((aligned(64))) static synet_size strip_u8(const uint8_t *src, const void *idx, int idx_size,
+                                                        uint8_t *dst, synet_size c_begin, synet_size c_end,
+                                                        synet_size count, synet_size inner, synet_size s0)
 {
     if (idx_size == 8)
         return strip_u8_of(src, idx, 8, dst, c_begin, c_end, count, inner, s0);
@@ -302,7 +303,8 @@ static synet_size gather_simd(const char *src, synet_size src_bytes, synet_size 
                               synet_size ahead_bytes, int ahead_last)
 {
     (void)src, (void)src_bytes, (void)src_step, (void)idx, (void)idx_size, (void)offsets, (void)idx_bytes, (void)dst;
-    (void)width, (void)n, (void)row_step, (void)rows, (void)count, (void)inner, (void)step, (void)ahead_bytes, (void)ahead_last;
+    (void)width, (void)n, (void)row_step, (void)rows, (void)count, (void)inner, (void)step, (void)ahead_bytes;
+    (void)ahead_last;
     return -1;
 }
 static int strips_apply(synet_size count, synet_size inner)
@@ -411,9 +413,9 @@ static portable_run portable_of(int elem_size, int index_size)
    is the index the task has left; each row prefetches ahead_bytes of the source after it (the last row only
    when ahead_last). */
 static synet_size run(const synet_gather_job *j, const char *src, synet_size src_bytes, synet_size src_step,
-                      const char *idx, synet_size idx_left, char *dst, synet_size n, synet_size row_step, synet_size rows,
-                      synet_size count, synet_size inner, synet_size step, int offsets, synet_size ahead_bytes,
-                      int ahead_last)
+                      const char *idx, synet_size idx_left, char *dst, synet_size n, synet_size row_step,
+                      synet_size rows, synet_size count, synet_size inner, synet_size step, int offsets,
+                      synet_size ahead_bytes, int ahead_last)
 {
     synet_size bad = gather_simd(src, src_bytes, src_step, idx, j->index_size, offsets, idx_left * j->index_size, dst,
                                  j->elem_size, n, row_step, rows, count, inner, step, ahead_bytes, ahead_last);
@@ -422,7 +424,8 @@ static synet_size run(const synet_gather_job *j, const char *src, synet_size src
     bad = 0;
     for (synet_size r = 0; r < rows; ++r)
         bad += portable_of(j->elem_size, j->index_size)(src + r * src_step, idx + r * row_step * j->index_size,
-                                                        dst + r * row_step * j->elem_size, n, count, inner, step, offsets);
+                                                        dst + r * row_step * j->elem_size, n, count, inner, step,
+                                                        offsets);
     return bad;
 }
 
@@ -472,16 +475,16 @@ static void prepare(synet_gather_job *j)
     const synet_size row = j->idx_count * j->inner, slice_bytes = j->src_count * j->inner * j->elem_size;
     j->rows_per_task = j->inner ? SYNET_MAX(1, TILE / j->inner) : 1;
     j->nstrips = 1;
-    j->strips = !j->offsets && (j->elem_size == 1 ? strips_apply(j->src_count, j->inner)
-                                                  : wide_strips_apply(j->src_count, j->inner, j->elem_size, j->idx_count));
-    if (j->strips && j->elem_size > 1) {
+    j->strips = !j->offsets && (j->elem_size == 1
+                                    ? strips_apply(j->src_count, j->inner)
+                                    : wide_strips_apply(j->src_count, j->inner, j->elem_size, j->idx_count));
+    if (j->strips) {
         j->nstrips = (j->inner + STRIP_COLS - 1) / STRIP_COLS;
-        j->rows_per_task = SYNET_MAX(SYNET_MAX(j->src_count / 2, STRIP_INDEX_BYTES / (STRIP_COLS * j->index_size)), 1);
-    } else if (j->strips) {
-        j->nstrips = (j->inner + 31) / 32;
-        /* a row block's index (read strip by strip) stays in L2 between its strips: G3 1.13x faster with
-           512 rows (1 MB) than with 1024; >= src_count / 2 rows keep the strip copies <= 2 B per element */
-        j->rows_per_task = SYNET_MAX(SYNET_MAX(j->src_count / 2, STRIP_INDEX_BYTES / (j->inner * j->index_size)), 1);
+        /* rows whose index is about 1 MiB: 1-byte strips read a row block's whole index strip by strip, which
+           stays in L2 between its strips (G3 1.13x faster with 512 rows than with 1024), wider ones their
+           strip's part of it; >= src_count / 2 rows keep the strip copies <= 2 elements per element gathered */
+        const synet_size index_row = (j->elem_size == 1 ? j->inner : STRIP_COLS) * j->index_size;
+        j->rows_per_task = SYNET_MAX(SYNET_MAX(j->src_count / 2, STRIP_INDEX_BYTES / index_row), 1);
     }
     j->tasks_per_outer = j->nstrips * ((j->idx_count + j->rows_per_task - 1) / j->rows_per_task);
     /* whole slices (one run each, with offsets or inner == 1) go as the rows of one run; each prefetches the

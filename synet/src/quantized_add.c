@@ -9,7 +9,7 @@
  *   exact away from rounding ties. AVX-512BW: 64 outputs a step; AVX2: 32 (the same steps on 8 lanes,
  *   1.7x faster than the compiler's vectorisation of the portable loop, which rounds and clamps in
  *   float); the portable loop elsewhere (which, without FMA instructions, sums in float64 where that is
- *   exactly the fma, see folded_exact_in_doubles).
+ *   exactly the fma, see folded_fma).
  * - lookup (1-byte operands and output, per tensor, any activation but PRELU, large outputs): a
  *   65536-entry table built by the generic kernel, indexed by the operands' bytes. AVX-512: 16-lane
  *   gathers; elsewhere scalar loads, which measure as fast here (AVX2 gathers gain ~10 %).
@@ -19,8 +19,6 @@
  * formulas with constants per output position (synet_qadd_lanes), the same bits either way.
  */
 #include "quantized_add.h"
-
-#include <limits.h>
 
 #include "activations.h"
 #include "vector.h"
@@ -368,31 +366,8 @@ static void folded_row(const void *a_, const void *b_, void *dst_, synet_size n,
     }
 }
 #else
-/* The exponent of x's last significant bit as a float32 (x finite; 0 has none: INT_MAX) */
-static int ulp_exponent(float x)
-{
-    if (x == 0.0f)
-        return INT_MAX;
-    const int e = ilogbf(x) - 23;
-    return e < -149 ? -149 : e;
-}
-
-/* Whether fma(x, k, c) of the folded formula equals x * k + c evaluated in float64 and rounded once to
-   float32, for every operand |x| <= 255, in both fmas: every product and sum is then exact in float64
-   (x * k has <= 32 significant bits; a sum of multiples of 2^e below 2^(e + 53) is exact), and one
-   rounding of the exact value is the fma. Without FMA instructions this is what the portable kernel
-   runs instead of libm's fmaf (Q1 at baseline 2.1 -> 0.66 ms). The inner result fl(b * kb + kc) is a
-   multiple of 2^e1 like the exact sum it rounds. */
-static int folded_exact_in_doubles(const synet_qadd_consts *k)
-{
-    const int e1 = SYNET_MIN(ulp_exponent(k->kb), ulp_exponent(k->kc));
-    const int e2 = SYNET_MIN(ulp_exponent(k->ka), e1);
-    const double m1 = 255.0 * fabs((double)k->kb) + fabs((double)k->kc);
-    const double m2 = 255.0 * fabs((double)k->ka) + m1 * (1.0 + 0x1p-23);
-    return e1 != INT_MAX && e2 != INT_MAX && m1 < ldexp(1.0, e1 + 53) && m2 < ldexp(1.0, e2 + 53);
-}
-
-/* fma(x, k, c): in float64 where folded_exact_in_doubles says it is the same */
+/* fma(x, k, c): in float64 where the planner found that exact (synet_qadd_consts.folded_in_doubles), which
+   levels without FMA instructions run instead of libm's fmaf (Q1 at baseline 2.1 -> 0.66 ms) */
 SYNET_INLINE float folded_fma(float x, float k, float c, const int in_doubles)
 {
     return in_doubles ? (float)((double)x * (double)k + (double)c) : fmaf(x, k, c);
@@ -420,7 +395,7 @@ SYNET_INLINE float folded_fma(float x, float k, float c, const int in_doubles)
     static void folded_##T(const T##_t *a, const T##_t *b, T##_t *dst, synet_size n, const synet_qadd_consts *k, \
                            int mode, float hi)                                                                \
     {                                                                                                         \
-        if (folded_exact_in_doubles(k))                                                                       \
+        if (k->folded_in_doubles)                                                                             \
             folded_##T##_of(a, b, dst, n, k, mode, hi, 1);                                                    \
         else                                                                                                  \
             folded_##T##_of(a, b, dst, n, k, mode, hi, 0);                                                    \

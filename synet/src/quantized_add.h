@@ -24,6 +24,9 @@ typedef struct synet_qadd_consts {
     float q_pre, q_inv, q_zero;
     /* folded (same-type 1-byte operands and output, IDENTITY / RELU): q = fma(a, ka, fma(b, kb, kc)), >= lo */
     float ka, kb, kc, lo;
+    /* folded: every product and sum of both fmas is exact in float64, so a float64 sum rounded once is the
+       fma (what a level without FMA instructions runs) */
+    int folded_in_doubles;
 } synet_qadd_consts;
 
 /* Per-axis constants along an inner axis (short channels, e.g. NHWC's last axis): the constants of every
