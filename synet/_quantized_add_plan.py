@@ -208,6 +208,8 @@ def _folded(sa: float, za: int, sb: float, zb: int, ds: float, dz: int):
     kc = dz - za * ka - zb * kb
     if not (ka < 1e30 and kb < 1e30 and abs(kc) < 1e30):
         return None
+    if min(ka, kb) < 2.0**-100:  # the vector kernels scale ka, kb by down to 2**-24 and need them normal
+        return None
     # |fl(a*fka + fl(b*fkb + fkc)) - (a*ka + b*kb + kc)| for |a|, |b| <= 255 and the |q| <= 256 that
     # matter: rounding of ka, kb, kc, of the inner and of the outer fma (u = 2**-24)
     bound = (2 * 255 * ka + 2 * 255 * kb + 2 * abs(kc) + 256) * 2.0**-24 * 1.01

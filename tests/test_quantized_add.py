@@ -238,6 +238,9 @@ def test_exact_ties_round_half_to_even(qtype, zero, dst_zero, repeat, act):
 @pytest.mark.parametrize("qtype, q", [
     (U8, dict(a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=255, dst_scale=1e-3, dst_zero=0)),
     (I8, dict(a_scale=1.0, a_zero=-128, b_scale=1.0, b_zero=127, dst_scale=1e-3, dst_zero=0)),
+    # exact enough, but a_scale / dst_scale * 2**-24 (a vector kernel's constant) would be subnormal
+    (U8, dict(a_scale=1e-35, a_zero=3, b_scale=0.02, b_zero=30, dst_scale=0.015, dst_zero=38)),
+    (I8, dict(a_scale=0.02, a_zero=3, b_scale=1e-35, b_zero=30, dst_scale=0.015, dst_zero=38)),
 ], ids=str)
 def test_folded_kernel_refused_when_inexact(qtype, q):
     a, b = all_pairs(1, qtype, qtype)
@@ -280,6 +283,37 @@ def test_folded_streaming_stores_large_unaligned(qtype, offset):
     c = make(qtype, 1, rng)
     assert np.array_equal(context(a, c, qtype, SEED_Q).forward(a, c), context(a, np.repeat(c, n), qtype, SEED_Q)
                           .forward(a, np.repeat(c, n)))
+
+
+def _at_page_offset(n, offset, dtype):
+    """n elements starting `offset` bytes into a page of their own buffer (returned too, for guards)."""
+    buffer = np.zeros(n + 3 * 4096, dtype)
+    start = -buffer.ctypes.data % 4096 + 4096 + offset
+    return buffer[start:start + n], buffer, start
+
+
+@pytest.mark.parametrize("qtype", QTYPES, ids=str)
+@pytest.mark.parametrize("n", [100, 1000, 5000])
+@pytest.mark.parametrize("offsets", [(0, 0, 0), (16, 16, 16), (32, 32, 16), (5, 9, 0), (16, 32, 48), (16, 16, 200),
+                                     (3, 70, 400), (48, 48, 0), (60, 60, 1)], ids=str)
+def test_folded_alignments(qtype, n, offsets):
+    # the vector kernels align the streams most of them share (dst on a tie) and load an operand that trails
+    # dst by < 512 bytes modulo 4 KiB in halves: the same bits at every offset, nothing outside dst written
+    rng = np.random.default_rng(n)
+    values = make(qtype, n, rng), make(qtype, n, rng)
+    a, _, _ = _at_page_offset(n, offsets[0], qtype)
+    b, _, _ = _at_page_offset(n, offsets[1], qtype)
+    dst, buffer, start = _at_page_offset(n, offsets[2], qtype)
+    a[:], b[:] = values
+    for act in (Activation.IDENTITY, Activation.RELU):
+        for x, y in ((a, b), (a, b[:1]), (a[:1], b)):
+            add = context(x, y, qtype, SEED_Q, act)
+            assert kernel_of(add) == "folded"
+            buffer[:] = 7
+            add.forward(x, y, dst)
+            check(dst, x, y, SEED_Q, act)
+            assert dst.tobytes() == add.forward(x.copy(), y.copy()).tobytes()
+            assert (buffer[:start] == 7).all() and (buffer[start + n:] == 7).all()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -175,196 +175,231 @@ static synet_size type_size(int type) { return type == SYNET_QADD_F32 ? 4 : 1; }
 
 /* ---- folded ---- */
 
+#if SYNET_AVX512 || SYNET_AVX2
+/* The vector kernels read every dword of operand bytes as 4 float32 vectors, one per byte position r: lane
+   j of position r is byte 4j + r times 2**-position_shift, taken out by a mask or a shift rather than by
+   widening byte shuffles (the shuffle ports are the busy ones here). The constants of position r carry the
+   inverse power of two (position_scale), so fma(x_r, k * scale, c) is fma(byte, k, c) bit for bit: the
+   planner keeps k * 2**-24 a normal float32. After the saturating packs, the bytes of every 128-bit lane
+   come out position by position, and one in-lane byte shuffle (POSITION_ORDER) puts them back in order. */
+SYNET_INLINE float position_scale(int r, const int sign)
+{
+    if (sign) /* the byte moved to the top of its dword, except r = 3 (an arithmetic shift down) */
+        return r == 3 ? 1.0f : 0x1p-24f;
+    return r == 1 ? 0x1p-8f : r == 2 ? 0x1p-16f : 1.0f; /* masked in place, except r = 3 (shifted down) */
+}
+#define POSITION_ORDER 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15
+#endif
+
 #if SYNET_AVX512
-/* 16 bytes (unsigned or signed) as float32 lanes */
-SYNET_INLINE __m512 bytes_x16(__m128i x, const int sign)
-{
-    return _mm512_cvtepi32_ps(sign ? _mm512_cvtepi8_epi32(x) : _mm512_cvtepu8_epi32(x));
-}
-
-/* 64 outputs: q rounded half to even by vcvtps2dq (MXCSR's default mode), saturated by the packs, then
-   max(q, lo). The planner keeps |q| < 2**22, so the conversion is exact and this equals the portable
-   clamp_round. mode 0: both operands contiguous; 1: a is one value (ca); 2: b is one value (cb). */
-SYNET_INLINE __m512i folded64(const __m128i *a, const __m128i *b, const int mode, const int sign, __m512 ka,
-                              __m512 kb, __m512 kc, __m512 ca, __m512 cb, __m512i lo, __m512i order)
-{
-    __m512i d[4];
-    for (int k = 0; k < 4; ++k) {
-        __m512 q;
-        if (mode == 2)
-            q = _mm512_fmadd_ps(bytes_x16(a[k], sign), ka, cb);
-        else if (mode == 1)
-            q = _mm512_fmadd_ps(ca, ka, _mm512_fmadd_ps(bytes_x16(b[k], sign), kb, kc));
-        else
-            q = _mm512_fmadd_ps(bytes_x16(a[k], sign), ka, _mm512_fmadd_ps(bytes_x16(b[k], sign), kb, kc));
-        d[k] = _mm512_cvtps_epi32(q);
-    }
-    const __m512i w0 = _mm512_packs_epi32(d[0], d[1]), w1 = _mm512_packs_epi32(d[2], d[3]);
-    const __m512i bytes = sign ? _mm512_packs_epi16(w0, w1) : _mm512_packus_epi16(w0, w1);
-    const __m512i ordered = _mm512_permutexvar_epi32(order, bytes);
-    return sign ? _mm512_max_epi8(ordered, lo) : _mm512_max_epu8(ordered, lo);
-}
-
-/* up to 64 outputs on masked loads and a masked store (row heads and tails) */
-SYNET_INLINE void folded_masked(const uint8_t *a, const uint8_t *b, uint8_t *dst, synet_size count, const int mode,
-                                const int sign, __m512 ka, __m512 kb, __m512 kc, __m512 ca, __m512 cb, __m512i lo,
-                                __m512i order)
-{
-    __m128i va[4], vb[4];
-    const __mmask64 mask = _bzhi_u64(~0ULL, (unsigned)count);
-    const __m512i ta = mode != 1 ? _mm512_maskz_loadu_epi8(mask, a) : _mm512_setzero_si512();
-    const __m512i tb = mode != 2 ? _mm512_maskz_loadu_epi8(mask, b) : _mm512_setzero_si512();
-    va[0] = _mm512_castsi512_si128(ta);
-    vb[0] = _mm512_castsi512_si128(tb);
-    va[1] = _mm512_extracti32x4_epi32(ta, 1);
-    vb[1] = _mm512_extracti32x4_epi32(tb, 1);
-    va[2] = _mm512_extracti32x4_epi32(ta, 2);
-    vb[2] = _mm512_extracti32x4_epi32(tb, 2);
-    va[3] = _mm512_extracti32x4_epi32(ta, 3);
-    vb[3] = _mm512_extracti32x4_epi32(tb, 3);
-    _mm512_mask_storeu_epi8((void *)dst, mask, folded64(va, vb, mode, sign, ka, kb, kc, ca, cb, lo, order));
-}
-
-/* stream: non-temporal stores (outputs much larger than the caches) after a masked head that aligns
-   dst to 64 bytes; an sfence orders them before returning */
-SYNET_INLINE void folded_loop(const uint8_t *a, const uint8_t *b, uint8_t *dst, synet_size n, const int mode,
-                              const int sign, const synet_qadd_consts *k, const int stream)
-{
-    const __m512 ka = _mm512_set1_ps(k->ka), kb = _mm512_set1_ps(k->kb), kc = _mm512_set1_ps(k->kc);
-    const float a0 = sign ? (float)(int8_t)a[0] : (float)a[0], b0 = sign ? (float)(int8_t)b[0] : (float)b[0];
-    const __m512 ca = _mm512_set1_ps(mode == 1 ? a0 : 0.0f);
-    const __m512 cb = _mm512_set1_ps(mode == 2 ? fmaf(b0, k->kb, k->kc) : 0.0f);
-    const __m512i lo = _mm512_set1_epi8((char)(int)k->lo);
-    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    synet_size i = 0;
-    __m128i va[4], vb[4];
-    if (stream) {
-        i = (synet_size)((64 - ((uintptr_t)dst & 63)) & 63);
-        i = i < n ? i : n;
-        if (i)
-            folded_masked(a, b, dst, i, mode, sign, ka, kb, kc, ca, cb, lo, order);
-    }
-    for (; i + 64 <= n; i += 64) {
-        for (int q = 0; q < 4; ++q) {
-            if (mode != 1)
-                va[q] = _mm_loadu_si128((const __m128i *)(a + i + 16 * q));
-            if (mode != 2)
-                vb[q] = _mm_loadu_si128((const __m128i *)(b + i + 16 * q));
-        }
-        const __m512i r = folded64(va, vb, mode, sign, ka, kb, kc, ca, cb, lo, order);
-        if (stream)
-            _mm512_stream_si512((__m512i *)(dst + i), r);
-        else
-            _mm512_storeu_si512((void *)(dst + i), r);
-    }
-    if (i < n)
-        folded_masked(mode == 1 ? a : a + i, mode == 2 ? b : b + i, dst + i, n - i, mode, sign, ka, kb, kc, ca, cb,
-                      lo, order);
-    if (stream)
-        _mm_sfence();
-}
-
+typedef __m512 fvec;
+typedef __m512i ivec;
+#define FOLDED_STEP 64
+#define I(op) _mm512_##op
+#define BYTE_ORDER_VEC _mm512_broadcast_i32x4(_mm_setr_epi8(POSITION_ORDER))
+#define VLOADU _mm512_loadu_si512
+#define VSTOREU _mm512_storeu_si512
+#define VSTREAM(p, v) _mm512_stream_si512((__m512i *)(p), v)
+#define VZERO _mm512_setzero_si512
 #elif SYNET_AVX2
-/* 8 bytes (unsigned or signed) as float32 lanes */
-SYNET_INLINE __m256 bytes_x8(const uint8_t *p, const int sign)
-{
-    const __m128i x = _mm_loadl_epi64((const __m128i *)p);
-    return _mm256_cvtepi32_ps(sign ? _mm256_cvtepi8_epi32(x) : _mm256_cvtepu8_epi32(x));
-}
+typedef __m256 fvec;
+typedef __m256i ivec;
+#define FOLDED_STEP 32
+#define I(op) _mm256_##op
+#define BYTE_ORDER_VEC _mm256_broadcastsi128_si256(_mm_setr_epi8(POSITION_ORDER))
+#define VLOADU(p) _mm256_loadu_si256((const __m256i *)(p))
+#define VSTOREU(p, v) _mm256_storeu_si256((__m256i *)(p), v)
+#define VSTREAM(p, v) _mm256_stream_si256((__m256i *)(p), v)
+#define VZERO _mm256_setzero_si256
+#endif
 
-/* 32 outputs, the AVX-512 kernel's steps on 8 lanes: q rounded half to even by vcvtps2dq (MXCSR's default
-   mode; the planner keeps |q| < 2**22, so it is exact), saturated by the packs, then max(q, lo): the
-   portable clamp_round. mode 0: both operands contiguous; 1: a is one value (ca); 2: b is one value (cb). */
-SYNET_INLINE __m256i folded32(const uint8_t *a, const uint8_t *b, const int mode, const int sign, __m256 ka,
-                              __m256 kb, __m256 kc, __m256 ca, __m256 cb, __m256i lo)
+#if SYNET_AVX512 || SYNET_AVX2
+/* the 4 byte positions of a vector of bytes (unsigned or signed) as float32 lanes, see position_scale */
+SYNET_INLINE void positions(ivec v, const int sign, fvec x[4])
 {
-    __m256i d[4];
-    for (int k = 0; k < 4; ++k) {
-        __m256 q;
-        if (mode == 2)
-            q = _mm256_fmadd_ps(bytes_x8(a + 8 * k, sign), ka, cb);
-        else if (mode == 1)
-            q = _mm256_fmadd_ps(ca, ka, _mm256_fmadd_ps(bytes_x8(b + 8 * k, sign), kb, kc));
-        else
-            q = _mm256_fmadd_ps(bytes_x8(a + 8 * k, sign), ka, _mm256_fmadd_ps(bytes_x8(b + 8 * k, sign), kb, kc));
-        d[k] = _mm256_cvtps_epi32(q);
+    if (sign) {
+        const ivec top = I(set1_epi32)((int)0xFF000000u);
+        x[0] = I(cvtepi32_ps)(I(slli_epi32)(v, 24));
+        x[1] = I(cvtepi32_ps)(I(slli_epi32)(v, 16) & top);
+        x[2] = I(cvtepi32_ps)(I(slli_epi32)(v, 8) & top);
+        x[3] = I(cvtepi32_ps)(I(srai_epi32)(v, 24));
+    } else {
+        x[0] = I(cvtepi32_ps)(v & I(set1_epi32)(0xFF));
+        x[1] = I(cvtepi32_ps)(v & I(set1_epi32)(0xFF00));
+        x[2] = I(cvtepi32_ps)(v & I(set1_epi32)(0xFF0000));
+        x[3] = I(cvtepi32_ps)(I(srli_epi32)(v, 24));
     }
-    /* the packs work per 128-bit lane: dwords come out as d0[0:4] d1[0:4] d2[0:4] d3[0:4] d0[4:8] ... */
-    const __m256i w0 = _mm256_packs_epi32(d[0], d[1]), w1 = _mm256_packs_epi32(d[2], d[3]);
-    const __m256i bytes = sign ? _mm256_packs_epi16(w0, w1) : _mm256_packus_epi16(w0, w1);
-    const __m256i ordered = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    return sign ? _mm256_max_epi8(ordered, lo) : _mm256_max_epu8(ordered, lo);
 }
 
-/* up to 32 outputs through 32-byte copies (row heads and tails): the same vector steps, so the same bits */
-SYNET_INLINE void folded_short(const uint8_t *a, const uint8_t *b, uint8_t *dst, synet_size count, const int mode,
-                               const int sign, __m256 ka, __m256 kb, __m256 kc, __m256 ca, __m256 cb, __m256i lo)
+/* FOLDED_STEP outputs: q rounded half to even by vcvtps2dq (MXCSR's default mode), saturated by the
+   packs, then max(q, lo) when `clamp` (RELU with lo above the type's minimum). The planner keeps
+   |q| < 2**22, so the conversion is exact and this equals the portable clamp_round. mode 0: both operands
+   contiguous; 1: a is one value (ca, times ka[3], the unscaled ka); 2: b is one value (cb). */
+SYNET_INLINE ivec folded_step(ivec va, ivec vb, const int mode, const int sign, const int clamp, const fvec ka[4],
+                              const fvec kb[4], fvec kc, fvec ca, fvec cb, ivec lo)
 {
+    fvec xa[4], xb[4];
+    ivec d[4];
+    if (mode != 1)
+        positions(va, sign, xa);
+    if (mode != 2)
+        positions(vb, sign, xb);
+    for (int r = 0; r < 4; ++r) {
+        fvec q;
+        if (mode == 2)
+            q = I(fmadd_ps)(xa[r], ka[r], cb);
+        else if (mode == 1)
+            q = I(fmadd_ps)(ca, ka[3], I(fmadd_ps)(xb[r], kb[r], kc));
+        else
+            q = I(fmadd_ps)(xa[r], ka[r], I(fmadd_ps)(xb[r], kb[r], kc));
+        d[r] = I(cvtps_epi32)(q);
+    }
+    const ivec w0 = I(packs_epi32)(d[0], d[1]), w1 = I(packs_epi32)(d[2], d[3]);
+    const ivec bytes = sign ? I(packs_epi16)(w0, w1) : I(packus_epi16)(w0, w1);
+    const ivec ordered = I(shuffle_epi8)(bytes, BYTE_ORDER_VEC);
+    if (!clamp)
+        return ordered;
+    return sign ? I(max_epi8)(ordered, lo) : I(max_epu8)(ordered, lo);
+}
+
+/* up to FOLDED_STEP outputs (row heads and tails): masked loads and store with AVX-512, 32-byte copies
+   with AVX2; the same vector steps, so the same bits */
+SYNET_INLINE void folded_part(const uint8_t *a, const uint8_t *b, uint8_t *dst, synet_size count, const int mode,
+                              const int sign, const int clamp, const fvec ka[4], const fvec kb[4], fvec kc, fvec ca,
+                              fvec cb, ivec lo)
+{
+#if SYNET_AVX512
+    const __mmask64 mask = _bzhi_u64(~0ULL, (unsigned)count);
+    const ivec va = mode != 1 ? _mm512_maskz_loadu_epi8(mask, a) : _mm512_setzero_si512();
+    const ivec vb = mode != 2 ? _mm512_maskz_loadu_epi8(mask, b) : _mm512_setzero_si512();
+    _mm512_mask_storeu_epi8((void *)dst, mask, folded_step(va, vb, mode, sign, clamp, ka, kb, kc, ca, cb, lo));
+#else
     uint8_t ta[32] = {0}, tb[32] = {0}, td[32];
     if (mode != 1)
         memcpy(ta, a, (size_t)count);
     if (mode != 2)
         memcpy(tb, b, (size_t)count);
-    _mm256_storeu_si256((__m256i *)td, folded32(ta, tb, mode, sign, ka, kb, kc, ca, cb, lo));
+    VSTOREU(td, folded_step(VLOADU(ta), VLOADU(tb), mode, sign, clamp, ka, kb, kc, ca, cb, lo));
     memcpy(dst, td, (size_t)count);
+#endif
 }
 
-/* stream: non-temporal stores (outputs much larger than the caches) after a head that aligns dst to 32
-   bytes; an sfence orders them before returning */
-SYNET_INLINE void folded_loop(const uint8_t *a, const uint8_t *b, uint8_t *dst, synet_size n, const int mode,
-                              const int sign, const synet_qadd_consts *k, const int stream)
+/* Outputs before the first vector boundary of the streams (a, b, dst) that most of them share, dst's on a tie
+   or when `stream` (non-temporal stores need it), 0 for short rows. NumPy's buffers start 16 or 32 bytes
+   after a cache line, and loads and stores across lines cost: Q1 with all three 16 bytes off ran 1.35x
+   slower than aligned (AVX-512). */
+SYNET_INLINE synet_size aligning_head(const uint8_t *a, const uint8_t *b, const uint8_t *dst, synet_size n,
+                                      const int mode, const int stream)
 {
-    const __m256 ka = _mm256_set1_ps(k->ka), kb = _mm256_set1_ps(k->kb), kc = _mm256_set1_ps(k->kc);
-    const float a0 = sign ? (float)(int8_t)a[0] : (float)a[0], b0 = sign ? (float)(int8_t)b[0] : (float)b[0];
-    const __m256 ca = _mm256_set1_ps(mode == 1 ? a0 : 0.0f);
-    const __m256 cb = _mm256_set1_ps(mode == 2 ? fmaf(b0, k->kb, k->kc) : 0.0f);
-    const __m256i lo = _mm256_set1_epi8((char)(int)k->lo);
-    synet_size i = 0;
-    if (stream) {
-        i = (synet_size)((32 - ((uintptr_t)dst & 31)) & 31);
-        i = i < n ? i : n;
-        if (i)
-            folded_short(a, b, dst, i, mode, sign, ka, kb, kc, ca, cb, lo);
+    const uintptr_t step = FOLDED_STEP, d = (uintptr_t)dst % step, oa = (uintptr_t)a % step,
+                    ob = (uintptr_t)b % step;
+    uintptr_t off = d;
+    if (n < 4 * FOLDED_STEP && !stream)
+        return 0;
+    if (!stream && mode == 0 && oa == ob && oa != d) /* both operands agree, dst does not */
+        off = oa;
+    const synet_size head = (synet_size)((step - off) % step);
+    return head < n ? head : n;
+}
+
+/* Whether operand x, not at a vector boundary after the head, is better loaded in halves (AVX-512): its
+   loads, split across cache lines, are slow behind non-temporal stores, and when it trails dst by less than
+   512 bytes modulo 4 KiB, they wait on the stores just made to lines of the same page offsets (Q1
+   1.3-1.6x slower in both cases than in halves; AVX2's 32-byte loads measured slower in halves). */
+SYNET_INLINE int split_loads_stall(const uint8_t *x, const uint8_t *dst, synet_size head, const int stream)
+{
+    const uintptr_t lag = ((uintptr_t)dst - (uintptr_t)x) & 4095;
+    return SYNET_AVX512 && ((uintptr_t)(x + head) & (FOLDED_STEP - 1)) && (stream || (lag && lag < 512));
+}
+
+/* a vector of operand bytes; `halves`: as two loads of half a vector (see split_loads_stall) */
+SYNET_INLINE ivec load_operand(const uint8_t *p, const int halves)
+{
+#if SYNET_AVX512
+    if (halves)
+        return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)),
+                                  _mm256_loadu_si256((const __m256i *)(p + 32)), 1);
+#else
+    (void)halves;
+#endif
+    return VLOADU(p);
+}
+
+/* stream: non-temporal stores (outputs much larger than the caches); an sfence orders them before
+   returning. A head of aligning_head outputs goes first; `halves`: operands load in halves (split_loads_stall). */
+SYNET_INLINE void folded_loop(const uint8_t *a, const uint8_t *b, uint8_t *dst, synet_size n, const int mode,
+                              const int sign, const int clamp, const synet_qadd_consts *k, const int stream,
+                              synet_size head, const int halves)
+{
+    fvec ka[4], kb[4];
+    for (int r = 0; r < 4; ++r) {
+        ka[r] = I(set1_ps)(k->ka * position_scale(r, sign));
+        kb[r] = I(set1_ps)(k->kb * position_scale(r, sign));
     }
-    for (; i + 32 <= n; i += 32) {
-        const __m256i r = folded32(mode == 1 ? a : a + i, mode == 2 ? b : b + i, mode, sign, ka, kb, kc, ca, cb, lo);
+    const fvec kc = I(set1_ps)(k->kc);
+    const float a0 = sign ? (float)(int8_t)a[0] : (float)a[0], b0 = sign ? (float)(int8_t)b[0] : (float)b[0];
+    const fvec ca = I(set1_ps)(mode == 1 ? a0 : 0.0f);
+    const fvec cb = I(set1_ps)(mode == 2 ? fmaf(b0, k->kb, k->kc) : 0.0f);
+    const ivec lo = I(set1_epi8)((char)(int)k->lo);
+    const ivec zero = VZERO();
+    synet_size i = head;
+    if (i)
+        folded_part(a, b, dst, i, mode, sign, clamp, ka, kb, kc, ca, cb, lo);
+    for (; i + FOLDED_STEP <= n; i += FOLDED_STEP) {
+        const ivec va = mode != 1 ? load_operand(a + i, halves) : zero;
+        const ivec vb = mode != 2 ? load_operand(b + i, halves) : zero;
+        const ivec r = folded_step(va, vb, mode, sign, clamp, ka, kb, kc, ca, cb, lo);
         if (stream)
-            _mm256_stream_si256((__m256i *)(dst + i), r);
+            VSTREAM(dst + i, r);
         else
-            _mm256_storeu_si256((__m256i *)(dst + i), r);
+            VSTOREU(dst + i, r);
     }
     if (i < n)
-        folded_short(mode == 1 ? a : a + i, mode == 2 ? b : b + i, dst + i, n - i, mode, sign, ka, kb, kc, ca, cb, lo);
+        folded_part(mode == 1 ? a : a + i, mode == 2 ? b : b + i, dst + i, n - i, mode, sign, clamp, ka, kb, kc, ca,
+                    cb, lo);
     if (stream)
         _mm_sfence();
 }
-
+#undef I
+#undef VLOADU
+#undef VSTOREU
+#undef VSTREAM
+#undef VZERO
 #endif
 
 #if SYNET_AVX512 || SYNET_AVX2
-/* folded_loop (the level's vectors) with its mode, sign and stream constant */
-#define FOLDED_CASE(MODE, SIGN, STREAM) folded_loop(a, b, dst, n, MODE, SIGN, k, STREAM)
+/* folded_loop (the level's vectors) with its mode, sign, clamp and stream constant */
+#define FOLDED_CASE(MODE, SIGN, CLAMP, STREAM)                                                                 \
+    case ((MODE) * 2 + (SIGN)) * 4 + (CLAMP) * 2 + (STREAM):                                                  \
+        if (halves)                                                                                           \
+            folded_loop(a, b, dst, n, MODE, SIGN, CLAMP, k, STREAM, head, 1);                                 \
+        else                                                                                                  \
+            folded_loop(a, b, dst, n, MODE, SIGN, CLAMP, k, STREAM, head, 0);                                 \
+        break;
+#define FOLDED_CASES(MODE, SIGN)                                                                               \
+    FOLDED_CASE(MODE, SIGN, 0, 0) FOLDED_CASE(MODE, SIGN, 0, 1) FOLDED_CASE(MODE, SIGN, 1, 0)                   \
+    FOLDED_CASE(MODE, SIGN, 1, 1)
 static void folded_row(const void *a_, const void *b_, void *dst_, synet_size n, const synet_qadd_consts *k,
                        int mode, int sign, int stream, float hi)
 {
     const uint8_t *a = (const uint8_t *)a_, *b = (const uint8_t *)b_;
     uint8_t *dst = (uint8_t *)dst_;
-    (void)hi; /* the saturating packs clamp at 255 / 127 */
-    switch (mode * 4 + sign * 2 + stream) {
-    case 0: FOLDED_CASE(0, 0, 0); break;
-    case 1: FOLDED_CASE(0, 0, 1); break;
-    case 2: FOLDED_CASE(0, 1, 0); break;
-    case 3: FOLDED_CASE(0, 1, 1); break;
-    case 4: FOLDED_CASE(1, 0, 0); break;
-    case 5: FOLDED_CASE(1, 0, 1); break;
-    case 6: FOLDED_CASE(1, 1, 0); break;
-    case 7: FOLDED_CASE(1, 1, 1); break;
-    case 8: FOLDED_CASE(2, 0, 0); break;
-    case 9: FOLDED_CASE(2, 0, 1); break;
-    case 10: FOLDED_CASE(2, 1, 0); break;
-    default: FOLDED_CASE(2, 1, 1); break;
+    const int clamp = k->lo > (sign ? -128.0f : 0.0f); /* below that the saturating packs clamp already */
+    const synet_size head = aligning_head(a, b, dst, n, mode, stream);
+    const int halves = (mode != 1 && split_loads_stall(a, dst, head, stream)) ||
+                       (mode != 2 && split_loads_stall(b, dst, head, stream));
+    (void)hi;                                          /* as they do at 255 / 127 */
+    switch ((mode * 2 + sign) * 4 + clamp * 2 + stream) {
+        FOLDED_CASES(0, 0)
+        FOLDED_CASES(0, 1)
+        FOLDED_CASES(1, 0)
+        FOLDED_CASES(1, 1)
+        FOLDED_CASES(2, 0)
+        FOLDED_CASES(2, 1)
     }
 }
+#undef FOLDED_CASES
+#undef FOLDED_CASE
 #else
 /* fma(x, k, c): in float64 where the planner found that exact (synet_qadd_consts.folded_in_doubles), which
    levels without FMA instructions run instead of libm's fmaf (Q1 at baseline 2.1 -> 0.66 ms) */
