@@ -165,6 +165,17 @@ def test_workload_shapes(fmt, cg_in, cg_out, groups):
              Activation.IDENTITY, True, 7)
 
 
+@pytest.mark.parametrize("cg_out, groups", [(16, 1), (64, 1), (80, 1), (128, 1), (48, 2), (40, 1)])
+@pytest.mark.parametrize("act", [Activation.IDENTITY, Activation.RELU, Activation.SWISH])
+@pytest.mark.parametrize("dst_bf16", [False, True])
+@pytest.mark.parametrize("kernel, stride", [(1, 1), (2, 2), (3, 2)])
+def test_nhwc_tiles_stored_from_registers(cg_out, groups, act, dst_bf16, kernel, stride):
+    """Channels last with whole blocks of 16 output channels and IDENTITY / RELU: the micro-kernel stores its
+    sums to dst itself (other blocks and activations go through the tile buffer); groups offset the blocks."""
+    run_case("NHWC", 2, 24, cg_out, groups, (5, 7), (kernel, kernel), (stride, stride), (1, 1), 0, False, dst_bf16,
+             act, True, cg_out + kernel)
+
+
 @pytest.mark.parametrize("width, kernel, stride, pads", [
     (600, 4, 2, 1),           # 1200 columns: two row chunks of the channels-first kernel, paired phases
     (530, 3, 2, (1, 2, 0, 1)),  # asymmetric pads: phases with different column ranges at the chunk edge
