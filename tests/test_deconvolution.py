@@ -165,6 +165,20 @@ def test_workload_shapes(fmt, cg_in, cg_out, groups):
              Activation.IDENTITY, True, 7)
 
 
+@pytest.mark.parametrize("stride, kernel, pads", [(3, 3, (0, 0, 0, 0)), (3, 5, (1, 2, 0, 1)), (4, 8, (0, 2, 0, 2)),
+                                                  (8, 16, (0, 4, 0, 4)), (8, 3, (0, 1, 0, -3)), (16, 16, (0, 0, 0, 0)),
+                                                  (16, 20, (0, 9, 0, 2)), (17, 17, (0, 3, 0, 3))])
+@pytest.mark.parametrize("width", [1, 5, 13, 40])
+@pytest.mark.parametrize("act, dst_bf16", [(Activation.IDENTITY, False), (Activation.RELU, True),
+                                           (Activation.SWISH, False)])
+def test_nchw_phases_stored_together(stride, kernel, pads, width, act, dst_bf16):
+    """Channels first with stride_x 2-16 and IDENTITY / RELU: the sums of every x phase of a column chunk are
+    kept and each channel's columns stored contiguously (edges through the epilogue); 17 phases, and other
+    activations, store phase by phase. A 1-D layer like a vocoder's (k16 s8 p4)."""
+    run_case("NCHW", 1, 8, 24, 1, (2, width), (1, kernel), (1, stride), (1, 1), pads, False, dst_bf16, act, True,
+             stride * 100 + width)
+
+
 @pytest.mark.parametrize("cg_out, groups", [(16, 1), (64, 1), (80, 1), (128, 1), (48, 2), (40, 1)])
 @pytest.mark.parametrize("act", [Activation.IDENTITY, Activation.RELU, Activation.SWISH])
 @pytest.mark.parametrize("dst_bf16", [False, True])

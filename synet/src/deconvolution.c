@@ -414,42 +414,58 @@ static int micro_rows(const synet_deconv_plan *p, int nv16)
     return fp32_rows(nv16);
 }
 
-#if SYNET_AVX512
-#define PAIR_ROWS (4 * MMAX) /* pixels of one x phase in a column chunk, at most */
+#define PHASE_SUMS (8 * MMAX) /* pixels of the x phases of a column chunk together, at most */
+#define PHASES_MAX 16         /* the most x phases stored together */
 
-/* Channels first with stride_x 2 and IDENTITY / RELU: the x phases interleave along each output row, so
-   storing a tile of one phase writes every other element of each channel's row (masked stores, each
-   line written twice). Instead the raw sums of both phases of a column chunk are kept ([pixel][channel]
-   rows of pair[rx], pixel c0 + q in row q) and stored together: 16 consecutive output columns at a time,
-   their 16 rows (the phases alternate) transposed in registers, so that each channel's columns go out
-   in one contiguous store, with bias and activation as deconv_store adds them (D1 0.67 -> 0.57 ms, D7
-   4.3 -> 3.6 ms). The pixels of one phase outside the columns both phases cover go through
-   deconv_store. ni[rx]: the phase's pixels end (exclusive); base: dst offset of channel oc0, x 0. */
-static void store_pair(const synet_deconv_plan *p, float pair[2][PAIR_ROWS * BLOCK], synet_size c0,
-                       const synet_size ni[2], void *dst, synet_size base, synet_size oc0, synet_size nvalid)
+#if SYNET_AVX512
+
+/* Pixels of one x phase in a column chunk when the phases are stored together (store_phases). */
+static synet_size phase_chunk(const synet_deconv_plan *p, int mmax)
 {
-    const synet_size cstep = channel_step(p);
-    synet_size first[2], count[2];
-    for (int rx = 0; rx < 2; ++rx) {
-        first[rx] = rx - p->pad_left + 2 * (p->col_first[rx] + c0); /* x of the chunk's first pixel */
+    return SYNET_MIN((synet_size)(4 * mmax), PHASE_SUMS / p->stride_x);
+}
+
+/* Channels first with stride_x 2 to PHASES_MAX and IDENTITY / RELU: the x phases interleave along each
+   output row, so storing a tile of one phase writes every stride_x-th element of each channel's row
+   (masked stores, or scatters beyond 2, each line written stride_x times). Instead the raw sums of all
+   phases of a column chunk are kept ([pixel][channel] rows, phase rx's pixel c0 + q in row q of
+   sums + rx * chunk * BLOCK) and stored together: 16 consecutive output columns at a time, their 16 rows
+   (from the phases in turn) transposed in registers, so that each channel's columns go out in one
+   contiguous store, with bias and activation as deconv_store adds them (stride 2: D1 0.67 -> 0.57 ms, D7
+   4.3 -> 3.6 ms). The pixels of a phase outside the columns all phases cover go through deconv_store.
+   ni[rx]: the phase's pixels end (exclusive); base: dst offset of channel oc0, x 0. */
+static void store_phases(const synet_deconv_plan *p, float *sums, synet_size chunk, synet_size c0,
+                         const synet_size *ni, void *dst, synet_size base, synet_size oc0, synet_size nvalid)
+{
+    const synet_size cstep = channel_step(p), sx = p->stride_x;
+    synet_size first[PHASES_MAX], count[PHASES_MAX];
+    /* [lo, hi): the columns where every x is a pixel of this chunk of its phase: from the last phase's
+       first x less stride_x - 1 to the first phase's last x plus stride_x (empty if a phase has none) */
+    synet_size lo = 0, hi = 0, last_first = 0, first_last = 0;
+    int all = 1;
+    for (synet_size rx = 0; rx < sx; ++rx) {
+        first[rx] = (synet_size)rx - p->pad_left + sx * (p->col_first[rx] + c0); /* x of the chunk's first pixel */
         count[rx] = ni[rx] > c0 ? ni[rx] - c0 : 0;
+        all = all && count[rx];
+        last_first = rx ? SYNET_MAX(last_first, first[rx]) : first[rx];
+        first_last = rx ? SYNET_MIN(first_last, first[rx] + sx * (count[rx] - 1)) : first[rx] + sx * (count[rx] - 1);
     }
-    /* [lo, hi): the columns where every x is a pixel of this chunk of one phase or the other */
-    synet_size lo = 0, hi = 0;
-    if (count[0] && count[1]) {
-        lo = SYNET_MAX(first[0], first[1]) - 1;
-        hi = SYNET_MAX(lo, SYNET_MIN(first[0] + 2 * (count[0] - 1), first[1] + 2 * (count[1] - 1)) + 2);
+    if (all) {
+        lo = last_first - (sx - 1);
+        hi = SYNET_MAX(lo, first_last + sx);
     }
-    for (int rx = 0; rx < 2; ++rx) { /* a phase's pixels left of lo and from hi on, on their own */
+    for (synet_size rx = 0; rx < sx; ++rx) { /* a phase's pixels left of lo and from hi on, on their own */
         if (!count[rx])
             continue;
-        const synet_size left = hi > lo ? SYNET_MIN(count[rx], SYNET_MAX(0, (lo - first[rx] + 1) / 2)) : count[rx];
-        const synet_size right = hi > lo ? SYNET_MIN(count[rx], SYNET_MAX(left, (hi - first[rx] + 1) / 2)) : count[rx];
+        float *own = sums + rx * chunk * BLOCK;
+        const synet_size left = hi > lo ? SYNET_MIN(count[rx], (SYNET_MAX(0, lo - first[rx]) + sx - 1) / sx) : count[rx];
+        const synet_size right =
+            hi > lo ? SYNET_MIN(count[rx], SYNET_MAX(left, (SYNET_MAX(0, hi - first[rx]) + sx - 1) / sx)) : count[rx];
         if (left)
-            deconv_store(pair[rx], BLOCK, left, nvalid, oc0, p, dst, base + first[rx], 2, cstep);
+            deconv_store(own, BLOCK, left, nvalid, oc0, p, dst, base + first[rx], sx, cstep);
         if (right < count[rx])
-            deconv_store(pair[rx] + right * BLOCK, BLOCK, count[rx] - right, nvalid, oc0, p, dst,
-                         base + first[rx] + 2 * right, 2, cstep);
+            deconv_store(own + right * BLOCK, BLOCK, count[rx] - right, nvalid, oc0, p, dst,
+                         base + first[rx] + sx * right, sx, cstep);
     }
     const __m512 zero = _mm512_setzero_ps();
     const int relu = p->act == SYNET_ACT_RELU;
@@ -458,10 +474,15 @@ static void store_pair(const synet_deconv_plan *p, float pair[2][PAIR_ROWS * BLO
         const int cols = (int)SYNET_MIN((synet_size)16, hi - x0);
         const __mmask16 kx = synet_mask16(cols);
         const float *row[16];
-        for (int q = 0; q < 16; ++q) { /* column x: phase 0 when x - first[0] is even, pixel (x - first[rx]) / 2 */
-            const synet_size x = x0 + (q < cols ? q : 0);
-            const int rx = (int)((x - first[0]) & 1);
-            row[q] = pair[rx] + (x - first[rx]) / 2 * BLOCK;
+        /* column x: x + pad_left = sx * quot + rx, phase rx, its pixel quot - col_first[rx] - c0 of the chunk
+           (counted on from x0: a division per column cost D7 8 %) */
+        synet_size quot = (x0 + p->pad_left) / sx, rx = (x0 + p->pad_left) % sx;
+        for (int q = 0; q < cols; ++q) {
+            row[q] = sums + (rx * chunk + quot - p->col_first[rx] - c0) * BLOCK;
+            if (++rx == sx) {
+                rx = 0;
+                ++quot;
+            }
         }
         for (synet_size n0 = 0; n0 < nvalid; n0 += 16) {
             const int nn = (int)SYNET_MIN((synet_size)16, nvalid - n0);
@@ -482,8 +503,9 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
 {
     float tile[MMAX * BLOCK];
 #if SYNET_AVX512
-    float pair[2][PAIR_ROWS * BLOCK];
-    const int paired = !p->nhwc && p->stride_x == 2 && (p->act == SYNET_ACT_IDENTITY || p->act == SYNET_ACT_RELU);
+    float sums[PHASE_SUMS * BLOCK];
+    const int paired = !p->nhwc && p->stride_x >= 2 && p->stride_x <= PHASES_MAX &&
+                       (p->act == SYNET_ACT_IDENTITY || p->act == SYNET_ACT_RELU);
 #else
     const int paired = 0;
 #endif
@@ -510,12 +532,17 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
     synet_size columns = 0;
     for (synet_size rx = 0; rx < p->stride_x; ++rx)
         columns = SYNET_MAX(columns, p->col_count[rx]);
-    for (synet_size c0 = 0; c0 < columns; c0 += 4 * mmax) {
-        synet_size ends[2] = {0, 0};
+#if SYNET_AVX512
+    const synet_size chunk = paired ? phase_chunk(p, mmax) : (synet_size)(4 * mmax);
+#else
+    const synet_size chunk = 4 * mmax;
+#endif
+    for (synet_size c0 = 0; c0 < columns; c0 += chunk) {
+        synet_size ends[PHASES_MAX];
         for (synet_size rx = 0; rx < p->stride_x; ++rx) {
             const synet_size phase = rzy * p->stride_x + rx, i0 = p->col_first[rx];
-            const synet_size ni = SYNET_MIN(p->col_count[rx], c0 + 4 * mmax);
-            if (rx < 2)
+            const synet_size ni = SYNET_MIN(p->col_count[rx], c0 + chunk);
+            if (rx < PHASES_MAX)
                 ends[rx] = ni;
             const uint16_t *bw = p->weights + p->weight_offsets[(g * phases + phase) * p->nblocks + ob];
             for (synet_size i = c0; i < ni;) {
@@ -529,7 +556,7 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
                         p->pixel_stride +
                     g * p->cg_padded;
 #if SYNET_AVX512
-                float *out = paired ? pair[rx] + (i - c0) * BLOCK : tile;
+                float *out = paired ? sums + (rx * chunk + i - c0) * BLOCK : tile;
 #else
                 float *out = tile;
 #endif
@@ -547,8 +574,8 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
         }
 #if SYNET_AVX512
         if (paired)
-            store_pair(p, pair, c0, ends, dst, n * p->dst_image + oc0 * channel_step(p) + (oz * p->dst_h + oy) * p->dst_w,
-                       oc0, nvalid);
+            store_phases(p, sums, chunk, c0, ends, dst,
+                         n * p->dst_image + oc0 * channel_step(p) + (oz * p->dst_h + oy) * p->dst_w, oc0, nvalid);
 #else
         (void)ends;
 #endif
