@@ -535,6 +535,41 @@ def test_scalar_lanes_of_32(dtype, index_dtype, inner, case):
     np.testing.assert_array_equal(dst, expected)
 
 
+@pytest.mark.parametrize("src_count", [1, 5, 16, 31, 32, 33, 64, 100, 128, 200, 255, 256, 257])
+@pytest.mark.parametrize("idx_count", [1, 17, 300])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("case", ["in range", "negative", "out of range", "set_index"])
+def test_slices_held_in_registers(src_count, idx_count, index_dtype, case):
+    """4-byte elements with inner 1 from slices of at most 256 are looked up among registers holding the
+    slice (permutes and blends on the index's bits), a row with an index out of range again lane by lane;
+    dst 16 bytes into a cache line, as NumPy's buffers are. The reference's values, zeros where out of range."""
+    rng = np.random.default_rng(src_count * 1000 + idx_count)
+    outer = 5
+    data = rng.integers(-2**31, 2**31, (outer, src_count, 1)).astype(np.int32)
+    low = -src_count if case == "negative" else 0
+    indices = rng.integers(low, src_count, (outer, idx_count, 1)).astype(index_dtype)
+    arena = np.full(outer * idx_count + 32, 7, np.int32)
+    dst = arena[4:4 + outer * idx_count].reshape(indices.shape)
+    if case == "set_index":
+        indices[:] = indices[:1]
+        gather = synet.GatherElements(np.int32, index_dtype, True, 1, [outer], src_count, 1, idx_count)
+        gather.set_index(indices)
+        gather.forward(data, None, dst)
+    else:
+        gather = synet.GatherElements(np.int32, index_dtype, False, 1, [outer], src_count, 1, idx_count)
+        if case == "out of range":
+            indices[3, idx_count // 2, 0] = src_count
+            with pytest.raises(IndexError, match="out of range"):
+                gather.forward(data, indices, dst)
+            expected = reference(data, np.where(indices == src_count, 0, indices), 1)
+            expected[3, idx_count // 2, 0] = 0
+            np.testing.assert_array_equal(dst, expected)
+            return
+        gather.forward(data, indices, dst)
+    np.testing.assert_array_equal(dst, reference(data, indices, 1))
+    assert (arena[:4] == 7).all() and (arena[4 + outer * idx_count:] == 7).all()
+
+
 @pytest.mark.parametrize("inner", [1, 3, 40])
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 def test_set_index_slices_split_over_tasks(inner, index_dtype):

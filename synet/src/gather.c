@@ -198,6 +198,111 @@ SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const 
     return bad;
 }
 
+/* 4-byte elements with inner 1 from slices of at most TABLE_MAX: the slice is held in up to 16 registers
+   and each output looked up among them, by vpermt2ps on pairs of registers (the index's low 5 bits) and
+   blends on its bits 5 to 7, instead of three memory operations an element (G2 0.27 -> 0.12 ms). `pairs`:
+   1, 2, 4 or 8 pairs of registers, the fewest that hold `count` elements. */
+#define TABLE_MAX 256
+
+SYNET_INLINE __m512i table_lookup(const __m512i t[16], __m512i i, const int pairs)
+{
+    const __m512i b5 = _mm512_set1_epi32(32), b6 = _mm512_set1_epi32(64), b7 = _mm512_set1_epi32(128);
+    if (pairs == 1)
+        return _mm512_permutex2var_epi32(t[0], i, t[1]);
+    const __mmask16 h5 = _mm512_test_epi32_mask(i, b5);
+    const __m512i q0 = _mm512_mask_blend_epi32(h5, _mm512_permutex2var_epi32(t[0], i, t[1]),
+                                               _mm512_permutex2var_epi32(t[2], i, t[3]));
+    if (pairs == 2)
+        return q0;
+    const __mmask16 h6 = _mm512_test_epi32_mask(i, b6);
+    const __m512i q1 = _mm512_mask_blend_epi32(h5, _mm512_permutex2var_epi32(t[4], i, t[5]),
+                                               _mm512_permutex2var_epi32(t[6], i, t[7]));
+    const __m512i w0 = _mm512_mask_blend_epi32(h6, q0, q1);
+    if (pairs == 4)
+        return w0;
+    const __m512i q2 = _mm512_mask_blend_epi32(h5, _mm512_permutex2var_epi32(t[8], i, t[9]),
+                                               _mm512_permutex2var_epi32(t[10], i, t[11]));
+    const __m512i q3 = _mm512_mask_blend_epi32(h5, _mm512_permutex2var_epi32(t[12], i, t[13]),
+                                               _mm512_permutex2var_epi32(t[14], i, t[15]));
+    return _mm512_mask_blend_epi32(_mm512_test_epi32_mask(i, b7), w0, _mm512_mask_blend_epi32(h6, q2, q3));
+}
+
+/* 16 lookups of the index (or offsets) at ir, lanes m: out-of-range lanes give 0 and are counted in
+   the lanes of *badv (no mask moves to general registers in the loop) */
+SYNET_INLINE __m512i table16(const __m512i t[16], const char *ir, const int idx_size, const int offsets,
+                             __mmask16 m, __m512i vcount, __m512i *badv, const int pairs)
+{
+    __mmask16 ok;
+    __m512i ic;
+    if (offsets) {
+        ic = _mm512_maskz_loadu_epi32(m, ir);
+        ok = m & _mm512_cmplt_epu32_mask(ic, vcount);
+    } else {
+        ic = index16(ir, idx_size == 8, m, vcount, &ok);
+    }
+    *badv = _mm512_mask_add_epi32(*badv, m & ~ok, *badv, _mm512_set1_epi32(1));
+    return _mm512_maskz_mov_epi32(ok, table_lookup(t, ic, pairs));
+}
+
+/* 16 indices (int32 or int64: narrowed with saturation, so one outside int32 stays out) or offsets, lanes m
+   (0 elsewhere), as they are */
+SYNET_INLINE __m512i raw16(const char *ir, const int idx_size, __mmask16 m)
+{
+    if (idx_size == 4)
+        return _mm512_maskz_loadu_epi32(m, ir);
+    const __m256i lo = _mm512_cvtsepi64_epi32(_mm512_maskz_loadu_epi64((__mmask8)m, ir));
+    const __m256i hi = _mm512_cvtsepi64_epi32(_mm512_maskz_loadu_epi64((__mmask8)(m >> 8), ir + 64));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* gather_loop's rows by table_lookup: the registers loaded for each slice (once when src_step is 0). A row
+   is looked up as its indices are, a negative one counted from the end (for a count that fills the
+   registers, its low bits already are), while their minimum and maximum are kept; a row with one out of
+   range is done again lane-checked (table16): a mask per step took 1.45x longer in a standalone loop. */
+SYNET_INLINE synet_size table_loop(const char *src, synet_size src_step, const void *idx, void *dst, synet_size n,
+                                   synet_size row_step, synet_size rows, synet_size count, const int idx_size,
+                                   const int offsets, const int pairs)
+{
+    const __m512i vcount = _mm512_set1_epi32((int)count);
+    const int wraps = count == (synet_size)(32 * pairs); /* idx mod count is its low bits */
+    __m512i t[16] = {0}, badv = _mm512_setzero_si512();
+    for (synet_size r = 0; r < rows; ++r) {
+        for (int k = 0; k < 2 * pairs && (r == 0 || src_step); ++k) /* masked: nothing read past the slice */
+            t[k] = _mm512_maskz_loadu_epi32(synet_mask16((int64_t)count - 16 * k), src + r * src_step + 64 * k);
+        if (src_step && r + 1 < rows) /* the next slice's registers, while this one's lookups run */
+            for (synet_size line = 0; line < count * 4; line += 64)
+                _mm_prefetch(src + (r + 1) * src_step + line, _MM_HINT_T0);
+        const char *ir = (const char *)idx + r * row_step * idx_size;
+        uint32_t *dr = (uint32_t *)dst + r * row_step;
+        __m512i low = _mm512_setzero_si512(), high = _mm512_setzero_si512();
+        /* a head up to a cache line of dst first: NumPy's buffers start 16 or 32 bytes into one, and stores
+           across lines cost */
+        const synet_size head = SYNET_MIN(n, (synet_size)((64 - ((uintptr_t)dr & 63)) & 63) / 4);
+        for (synet_size k = 0, step = head ? head : SYNET_MIN((synet_size)16, n); k < n;
+             k += step, step = SYNET_MIN((synet_size)16, n - k)) {
+            const __mmask16 m = synet_mask16(step);
+            __m512i ic = raw16(ir + k * idx_size, idx_size, m);
+            low = _mm512_min_epi32(low, ic);
+            high = _mm512_max_epi32(high, ic);
+            if (!offsets && !wraps)
+                ic = _mm512_add_epi32(ic, _mm512_and_si512(_mm512_srai_epi32(ic, 31), vcount));
+            const __m512i v = table_lookup(t, ic, pairs);
+            if (step == 16)
+                _mm512_storeu_si512(dr + k, v);
+            else
+                _mm512_mask_storeu_epi32(dr + k, m, v);
+        }
+        if (_mm512_reduce_max_epi32(high) >= (int)count ||
+            _mm512_reduce_min_epi32(low) < (offsets ? 0 : -(int)count)) /* again, lane-checked */
+            for (synet_size k = 0; k < n; k += 16) {
+                const __mmask16 m = synet_mask16(n - k);
+                _mm512_mask_storeu_epi32(dr + k, m, table16(t, ir + k * idx_size, idx_size, offsets, m, vcount, &badv,
+                                                            pairs));
+            }
+    }
+    return _mm512_reduce_add_epi32(badv);
+}
+
 /* `rows` runs of gather_row, each n elements of idx and dst and src_step bytes of src further on (the rows
    of one slice: src_step 0; whole slices: their size); row r prefetches ahead_bytes of the source after its
    own, the last row only when ahead_last. Instantiated per constant width, index size, offsets and
@@ -209,6 +314,16 @@ SYNET_INLINE synet_size gather_loop(const char *src, synet_size src_bytes, synet
                                     int ahead_last, const int width, const int idx_size, const int offsets,
                                     const int inner1)
 {
+    if (width == 4 && inner1 && count <= TABLE_MAX) {
+        const int pairs = count <= 32 ? 1 : count <= 64 ? 2 : count <= 128 ? 4 : 8;
+        if (pairs == 1)
+            return table_loop(src, src_step, idx, dst, n, row_step, rows, count, idx_size, offsets, 1);
+        if (pairs == 2)
+            return table_loop(src, src_step, idx, dst, n, row_step, rows, count, idx_size, offsets, 2);
+        if (pairs == 4)
+            return table_loop(src, src_step, idx, dst, n, row_step, rows, count, idx_size, offsets, 4);
+        return table_loop(src, src_step, idx, dst, n, row_step, rows, count, idx_size, offsets, 8);
+    }
     synet_size bad = 0;
     for (synet_size r = 0; r < rows; ++r)
         bad += gather_row(src + r * src_step, src_bytes - r * src_step, (const char *)idx + r * row_step * idx_size,
