@@ -23,15 +23,25 @@ SYNET_INLINE synet_size tap_step(const synet_deconv_plan *p, const synet_deconv_
 /* ---- the epilogue: bias, activation, FP32 or BF16 store ---- */
 
 #if SYNET_AVX512
-/* RELU (relu) or IDENTITY of v, stored to lanes k of dst at element o: FP32, or BF16 bits (nearest-even) */
-SYNET_INLINE void store_act16(void *dst, int64_t o, __mmask16 k, __m512 v, int relu, int bf16)
+/* RELU (relu) or IDENTITY of v, stored to lanes k of dst at element o (`whole`: all 16, by a plain store):
+   FP32, or BF16 bits (nearest-even) */
+SYNET_INLINE void store_act16_lanes(void *dst, int64_t o, __mmask16 k, __m512 v, int relu, int bf16, const int whole)
 {
     if (relu)
         v = _mm512_max_ps(_mm512_setzero_ps(), v);
-    if (bf16)
+    if (bf16 && whole)
+        _mm256_storeu_si256((__m256i *)((uint16_t *)dst + o), synet_bf16_pack_x16(v));
+    else if (bf16)
         _mm256_mask_storeu_epi16((uint16_t *)dst + o, k, synet_bf16_pack_x16(v));
+    else if (whole)
+        _mm512_storeu_ps((float *)dst + o, v);
     else
         _mm512_mask_storeu_ps((float *)dst + o, k, v);
+}
+
+SYNET_INLINE void store_act16(void *dst, int64_t o, __mmask16 k, __m512 v, int relu, int bf16)
+{
+    store_act16_lanes(dst, o, k, v, relu, bf16, 0);
 }
 
 /* dst[off + m*mstep + n*nstep] = act(src[m*sstride + n] + bias[n]) for m < M, n < N, act IDENTITY or

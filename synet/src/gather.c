@@ -26,20 +26,25 @@
 #define INDEX_PREFETCH 4096 /* bytes: measured 5-10% faster on G1-G3 */
 #define STRIP_BYTES 32768
 
-/* 16 indices as int32 lanes, negatives counted from the end; *ok: the lanes of m inside [0, count).
-   int64 indices narrow with saturation, so one outside int32 stays out of range. */
-SYNET_INLINE __m512i index16(const void *idx, int idx64, __mmask16 m, __m512i count, __mmask16 *ok)
+/* 16 indices (or int32 offsets) as int32 lanes as they are, lanes m (0 elsewhere). int64 indices narrow
+   with saturation, so one outside int32 stays out of range. */
+SYNET_INLINE __m512i raw16(const void *idx, int idx64, __mmask16 m)
 {
-    __m512i ic;
-    if (idx64) {
-        const int64_t *p = (const int64_t *)idx;
-        const __m256i lo = _mm512_cvtsepi64_epi32(_mm512_maskz_loadu_epi64((__mmask8)m, p));
-        const __m256i hi = _mm512_cvtsepi64_epi32(_mm512_maskz_loadu_epi64((__mmask8)(m >> 8), p + 8));
-        ic = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-    } else {
-        ic = _mm512_maskz_loadu_epi32(m, idx);
-    }
-    ic = _mm512_mask_add_epi32(ic, _mm512_movepi32_mask(ic), ic, count);
+    if (!idx64)
+        return _mm512_maskz_loadu_epi32(m, idx);
+    const int64_t *p = (const int64_t *)idx;
+    const __m256i lo = _mm512_cvtsepi64_epi32(_mm512_maskz_loadu_epi64((__mmask8)m, p));
+    const __m256i hi = _mm512_cvtsepi64_epi32(_mm512_maskz_loadu_epi64((__mmask8)(m >> 8), p + 8));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* 16 indices as int32 lanes, negatives counted from the end (`offsets`: int32 src offsets, taken as they
+   are); *ok: the lanes of m inside [0, count). */
+SYNET_INLINE __m512i index16(const void *idx, int idx64, int offsets, __mmask16 m, __m512i count, __mmask16 *ok)
+{
+    __m512i ic = raw16(idx, idx64 && !offsets, m);
+    if (!offsets)
+        ic = _mm512_mask_add_epi32(ic, _mm512_movepi32_mask(ic), ic, count);
     *ok = m & _mm512_cmplt_epu32_mask(ic, count);
     return ic;
 }
@@ -49,13 +54,7 @@ SYNET_INLINE __m512i index16(const void *idx, int idx64, __mmask16 m, __m512i co
 SYNET_INLINE __m512i offsets16(const void *idx, int idx64, int offsets, __mmask16 m, __m512i count, synet_size inner,
                                __m512i vinner, __m512i pos, __mmask16 *ok)
 {
-    __m512i ic;
-    if (offsets) {
-        ic = _mm512_maskz_loadu_epi32(m, idx);
-        *ok = m & _mm512_cmplt_epu32_mask(ic, count);
-    } else {
-        ic = index16(idx, idx64, m, count, ok);
-    }
+    __m512i ic = index16(idx, idx64, offsets, m, count, ok);
     ic = _mm512_min_epu32(ic, _mm512_sub_epi32(count, _mm512_set1_epi32(1)));
     return _mm512_add_epi32(inner == 1 ? ic : _mm512_mullo_epi32(ic, vinner), pos);
 }
@@ -233,26 +232,9 @@ SYNET_INLINE __m512i table16(const __m512i t[16], const char *ir, const int idx_
                              __mmask16 m, __m512i vcount, __m512i *badv, const int pairs)
 {
     __mmask16 ok;
-    __m512i ic;
-    if (offsets) {
-        ic = _mm512_maskz_loadu_epi32(m, ir);
-        ok = m & _mm512_cmplt_epu32_mask(ic, vcount);
-    } else {
-        ic = index16(ir, idx_size == 8, m, vcount, &ok);
-    }
+    const __m512i ic = index16(ir, idx_size == 8, offsets, m, vcount, &ok);
     *badv = _mm512_mask_add_epi32(*badv, m & ~ok, *badv, _mm512_set1_epi32(1));
     return _mm512_maskz_mov_epi32(ok, table_lookup(t, ic, pairs));
-}
-
-/* 16 indices (int32 or int64: narrowed with saturation, so one outside int32 stays out) or offsets, lanes m
-   (0 elsewhere), as they are */
-SYNET_INLINE __m512i raw16(const char *ir, const int idx_size, __mmask16 m)
-{
-    if (idx_size == 4)
-        return _mm512_maskz_loadu_epi32(m, ir);
-    const __m256i lo = _mm512_cvtsepi64_epi32(_mm512_maskz_loadu_epi64((__mmask8)m, ir));
-    const __m256i hi = _mm512_cvtsepi64_epi32(_mm512_maskz_loadu_epi64((__mmask8)(m >> 8), ir + 64));
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
 /* gather_loop's rows by table_lookup: the registers loaded for each slice (once when src_step is 0). A row
@@ -281,7 +263,7 @@ SYNET_INLINE synet_size table_loop(const char *src, synet_size src_step, const v
         for (synet_size k = 0, step = head ? head : SYNET_MIN((synet_size)16, n); k < n;
              k += step, step = SYNET_MIN((synet_size)16, n - k)) {
             const __mmask16 m = synet_mask16(step);
-            __m512i ic = raw16(ir + k * idx_size, idx_size, m);
+            __m512i ic = raw16(ir + k * idx_size, idx_size == 8, m);
             low = _mm512_min_epi32(low, ic);
             high = _mm512_max_epi32(high, ic);
             if (!offsets && !wraps)
@@ -386,8 +368,8 @@ SYNET_INLINE synet_size strip_u8_of(const uint8_t *src, const void *idx, const i
         if (c + 7 < c_end) /* this task's index 6 rows ahead */
             for (int line = 0; line < 4 * idx_size / 8 + 1; ++line)
                 _mm_prefetch(ip + ahead + 64 * line, _MM_HINT_T0);
-        const __m512i i0 = index16(ip, idx64, k0, vcount, &ok0);
-        const __m512i i1 = index16(ip + 16 * idx_size, idx64, k1, vcount, &ok1);
+        const __m512i i0 = index16(ip, idx64, 0, k0, vcount, &ok0);
+        const __m512i i1 = index16(ip + 16 * idx_size, idx64, 0, k1, vcount, &ok1);
         bad += __builtin_popcount((unsigned)(k0 & ~ok0)) + __builtin_popcount((unsigned)(k1 & ~ok1));
         /* the dword at byte c' * 32 + column holds the element in its low byte */
         const __m512i v0 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), ok0,
