@@ -117,6 +117,8 @@ cdef extern from "deconvolution.h" nogil:
         Py_ssize_t padded_d, padded_h, padded_w, pad_low_z, pad_low_y, pad_low_x, cg_padded, pixel_stride
         Py_ssize_t padded_image
         Py_ssize_t kpairs, block_width, nblocks, nrows, nunits, ntasks, dst_image, pad_rows
+        Py_ssize_t row_run
+        int stream
         const int64_t* phase_taps
         const int64_t* phase_tap0
         const int64_t* tap_offsets

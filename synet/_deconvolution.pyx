@@ -81,7 +81,7 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
         return SYNET_VALUE_ERROR
     if min(p.batch, p.src_c, p.src_d, p.src_h, p.src_w, p.dst_c, p.dst_d, p.dst_h, p.dst_w, p.group) < 1 or \
             min(p.stride_z, p.stride_y, p.stride_x, p.kernel_z, p.kernel_y, p.kernel_x) < 1 or \
-            min(p.cg_in, p.cg_out, p.padded_d, p.padded_h, p.padded_w, p.nrows, p.ntasks) < 1 or \
+            min(p.cg_in, p.cg_out, p.padded_d, p.padded_h, p.padded_w, p.nrows, p.ntasks, p.row_run) < 1 or \
             min(p.dilation_z, p.dilation_y, p.dilation_x) < 1 or p.buf_size < 0 or p.pad_rows < 0 or \
             p.dst_image != p.dst_d * p.dst_h * p.dst_w * p.dst_c:
         return SYNET_VALUE_ERROR
@@ -206,6 +206,7 @@ cdef _Geometry _new_geometry(planned):
     p.cg_padded, p.pixel_stride = s["cg_padded"], s["pixel_stride"]
     p.padded_image, p.kpairs, p.block_width, p.nblocks = s["padded_image"], s["kpairs"], s["block_width"], s["nblocks"]
     p.nrows, p.nunits, p.ntasks, p.dst_image = s["nrows"], s["nunits"], s["ntasks"], s["dst_image"]
+    p.row_run, p.stream = s["row_run"], s["stream"]
     p.pad_rows, p.nborder_x = s["pad_rows"], s["nborder_x"]
     t = geo.tables
     p.phase_taps = <const int64_t*>data_of(t["phase_taps"])

@@ -36,6 +36,7 @@ MICRO_NAMES = {MICRO_FP32: "fp32", MICRO_BF16: "avx512bf16", MICRO_AMX: "amx-bf1
 BLOCK = 64          # output channels per packed weight block (SYNET_DECONV_BLOCK)
 AMX_BLOCK = 32
 MAX_PLAN = 1 << 24  # table entries (phases x taps, rows, columns) a geometry may need
+STREAM_MIN = 4 << 20  # output bytes from which whole channels-first store windows bypass the caches
 FLOAT32 = np.dtype(np.float32)
 UINT16 = np.dtype(np.uint16)
 AXES = ("z", "y", "x")
@@ -338,8 +339,15 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
         "seg_phase": _table(seg_phase), "border_z": _table(border_z), "border_y": _table(border_y),
         "border_x": _table(border_x), "weight_offsets": _table(weight_offsets),
     }
+    # a task's run of consecutive output rows: channels first, a row's last part-filled store window waits
+    # for the next row of the run (16 rows at most, and >= 64 runs per image, group and channel block)
+    row_run = 1 if nhwc or amx or depthwise else max(1, min(16, len(rows) // 64))
+    nruns = -(-len(rows) // row_run)
     ntasks = batch * ((len(rows) if nhwc else geo.src_c) if depthwise
-                      else g * (len(units) if amx else len(rows)) * nblocks)
+                      else g * (len(units) if amx else nruns) * nblocks)
+    # non-temporal stores of whole windows: channels first, an output far larger than the caches
+    stream = int(not (nhwc or amx or depthwise) and batch * int(np.prod(dst)) * geo.dst_c * (
+        2 if geo.dst_type == DataType.BFLOAT16 else 4) >= STREAM_MIN)
     scalars = dict(
         impl=DEPTHWISE if depthwise else GEMM, micro=micro, src_bf16=int(src_bf16),
         dst_bf16=int(geo.dst_type == DataType.BFLOAT16), nhwc=int(nhwc), direct=int(direct),
@@ -350,7 +358,7 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
         pad_front=pad_begin[0], pad_top=pad_begin[1], pad_left=pad_begin[2], padded_d=dp, padded_h=hp,
         padded_w=wp, pad_low_z=plz, pad_low_y=ply, pad_low_x=plx, cg_padded=cgp, pixel_stride=cpt,
         padded_image=dp * hp * wp * (geo.src_c if depthwise else cpt), kpairs=kpairs, block_width=width,
-        nblocks=nblocks, nrows=len(rows), nunits=len(units), ntasks=ntasks,
+        nblocks=nblocks, nrows=len(rows), nunits=len(units), ntasks=ntasks, row_run=row_run, stream=stream,
         dst_image=int(np.prod(dst)) * geo.dst_c, pad_rows=pad_rows, nborder_x=len(border_x),
     )
     spatial = geo.src[3 - geo.dims:], geo.dst[3 - geo.dims:], geo.kernel[3 - geo.dims:]

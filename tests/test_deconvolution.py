@@ -179,6 +179,33 @@ def test_nchw_phases_stored_together(stride, kernel, pads, width, act, dst_bf16)
              stride * 100 + width)
 
 
+@pytest.mark.parametrize("hw, kernel, stride, pads, cg_out, dst_bf16, act, bad", [
+    ((64, 64), 2, 2, 0, 64, False, Activation.IDENTITY, ()),         # 4 MiB out: streamed, runs of 2 rows
+    ((64, 64), 2, 2, 0, 64, False, Activation.RELU, ((0.3, np.nan),)),  # ... NaN through RELU, exact borders
+    ((150, 37), 3, 2, 1, 40, False, Activation.RELU, ()),            # rows not whole windows, 40 channels
+    ((70, 45), 4, 3, (1, 2, 0, -1), 48, True, Activation.RELU, ()),  # BF16 out, stride 3, output_padding
+    ((1, 700), 16, 8, 4, 24, False, Activation.IDENTITY, ()),        # one 5600-column row: chunk after chunk
+])
+def test_nchw_windows_carried_and_streamed(hw, kernel, stride, pads, cg_out, dst_bf16, act, bad):
+    """Channels first, stored phases together: 16-column windows start on a store boundary, a row's
+    part-filled last window waits for the next row (or column chunk) of the task, whole windows of a large
+    output go past the caches. dst at every offset into a cache line, guards around it, 1 and 2 threads:
+    the same bits as the reference-checked run."""
+    d, xs, y = run_case("NCHW", 1, 8, cg_out, 1, hw, (kernel, kernel), (stride, stride), (1, 1), pads, False,
+                        dst_bf16, act, True, 4000 + cg_out, bad_weights=bad)
+    if bad:
+        assert np.isnan(y).any() and np.isfinite(y).any()
+    for offset in range(0, 64, 2 if dst_bf16 else 4):
+        raw = np.full(y.nbytes + 256, 0xAB, np.uint8)
+        start = (-raw.ctypes.data) % 64 + 64 + offset
+        dst = raw[start:start + y.nbytes].view(y.dtype).reshape(y.shape)
+        for threads in (1, 2):
+            dst[...] = 0
+            d.forward(xs, None, dst, n_threads=threads)
+            assert np.array_equal(dst.view(np.uint8), y.view(np.uint8)), (offset, threads)
+            assert (raw[:start] == 0xAB).all() and (raw[start + y.nbytes:] == 0xAB).all()
+
+
 @pytest.mark.parametrize("cg_out, groups", [(16, 1), (64, 1), (80, 1), (128, 1), (48, 2), (40, 1)])
 @pytest.mark.parametrize("act", [Activation.IDENTITY, Activation.RELU, Activation.SWISH])
 @pytest.mark.parametrize("dst_bf16", [False, True])

@@ -418,6 +418,22 @@ static synet_size phase_chunk(const synet_deconv_plan *p, int mmax)
     return SYNET_MIN((synet_size)(4 * mmax), PHASE_SUMS / p->stride_x);
 }
 
+/* The last, part-filled window of store_phases, held back per channel until the next row of the task
+   fills it (a channels-first output row runs on into the next one): lanes [0, count) of the 16-output
+   window at dst offset `at` (channel oc0; channel c at at + c * cstep), bias and activation applied. */
+typedef struct window_carry {
+    float v[BLOCK * 16];
+    synet_size at, count;
+} window_carry;
+
+static void flush_carry(const synet_deconv_plan *p, window_carry *carry, void *dst, synet_size nvalid)
+{
+    for (synet_size c = 0; carry->count && c < nvalid; ++c)
+        store_act16(dst, carry->at + c * channel_step(p), synet_mask16((int)carry->count),
+                    _mm512_loadu_ps(carry->v + c * 16), 0, p->dst_bf16);
+    carry->count = 0;
+}
+
 /* Channels first with stride_x 2 to PHASES_MAX and IDENTITY / RELU: the x phases interleave along each
    output row, so storing a tile of one phase writes every stride_x-th element of each channel's row
    (masked stores, or scatters beyond 2, each line written stride_x times). Instead the raw sums of all
@@ -425,10 +441,16 @@ static synet_size phase_chunk(const synet_deconv_plan *p, int mmax)
    sums + rx * chunk * BLOCK) and stored together: 16 consecutive output columns at a time, their 16 rows
    (from the phases in turn) transposed in registers, so that each channel's columns go out in one
    contiguous store, with bias and activation as deconv_store adds them (stride 2: D1 0.67 -> 0.57 ms, D7
-   4.3 -> 3.6 ms). The pixels of a phase outside the columns all phases cover go through deconv_store.
-   ni[rx]: the phase's pixels end (exclusive); base: dst offset of channel oc0, x 0. */
+   4.3 -> 3.6 ms). The windows of 16 columns start on a store boundary of channel oc0's row (NumPy's
+   buffers start 16 bytes into a cache line, and stores across two lines cost D7 1.2x); a row's last,
+   part-filled window waits in `carry` for the next row (or chunk) of the task when that continues it in
+   dst, and is stored on its own otherwise. With p->stream, whole 64-byte windows bypass the caches (an
+   output far larger than they are: D7 3.7 -> 2.6 ms); the task ends with an sfence. The pixels of a
+   phase outside the columns all phases cover go through deconv_store. ni[rx]: the phase's pixels end
+   (exclusive); base: dst offset of channel oc0, x 0. */
 static void store_phases(const synet_deconv_plan *p, float *sums, synet_size chunk, synet_size c0,
-                         const synet_size *ni, void *dst, synet_size base, synet_size oc0, synet_size nvalid)
+                         const synet_size *ni, void *dst, synet_size base, synet_size oc0, synet_size nvalid,
+                         window_carry *carry)
 {
     const synet_size cstep = channel_step(p), sx = p->stride_x;
     synet_size first[PHASES_MAX], count[PHASES_MAX];
@@ -460,17 +482,25 @@ static void store_phases(const synet_deconv_plan *p, float *sums, synet_size chu
             deconv_store(own + right * BLOCK, BLOCK, count[rx] - right, nvalid, oc0, p, dst,
                          base + first[rx] + sx * right, sx, cstep);
     }
+    if (hi <= lo)
+        return;
     const __m512 zero = _mm512_setzero_ps();
     const int relu = p->act == SYNET_ACT_RELU;
     const float *bias = p->bias + oc0;
-    for (synet_size x0 = lo; x0 < hi; x0 += 16) {
-        const int cols = (int)SYNET_MIN((synet_size)16, hi - x0);
-        const __mmask16 kx = synet_mask16(cols);
+    const synet_size e = p->dst_bf16 ? 2 : 4;
+    /* lanes before lo in the first window: the carry's, when it continues into this row */
+    const synet_size mis = (((uintptr_t)dst + (base + lo) * e) & (16 * e - 1)) / e;
+    if (carry->count && (carry->at + carry->count != base + lo || carry->count != mis))
+        flush_carry(p, carry, dst, nvalid);
+    for (synet_size x0 = lo - mis; x0 < hi; x0 += 16) {
+        const synet_size q0 = x0 < lo ? lo - x0 : 0, q1 = SYNET_MIN((synet_size)16, hi - x0);
+        const int carried = x0 < lo && carry->count, held = q1 < 16 && (q0 == 0 || carried);
+        const __mmask16 kx = (__mmask16)(synet_mask16((int)q1) & ~synet_mask16(carried ? 0 : (int)q0));
         const float *row[16];
         /* column x: x + pad_left = sx * quot + rx, phase rx, its pixel quot - col_first[rx] - c0 of the chunk
-           (counted on from x0: a division per column cost D7 8 %) */
-        synet_size quot = (x0 + p->pad_left) / sx, rx = (x0 + p->pad_left) % sx;
-        for (int q = 0; q < cols; ++q) {
+           (counted on from the window's first column: a division per column cost D7 8 %) */
+        synet_size quot = (x0 + q0 + p->pad_left) / sx, rx = (x0 + q0 + p->pad_left) % sx;
+        for (synet_size q = q0; q < q1; ++q) {
             row[q] = sums + (rx * chunk + quot - p->col_first[rx] - c0) * BLOCK;
             if (++rx == sx) {
                 rx = 0;
@@ -480,18 +510,36 @@ static void store_phases(const synet_deconv_plan *p, float *sums, synet_size chu
         for (synet_size n0 = 0; n0 < nvalid; n0 += 16) {
             const int nn = (int)SYNET_MIN((synet_size)16, nvalid - n0);
             __m512 col[16];
-            for (int q = 0; q < 16; ++q)
-                col[q] = q < cols ? _mm512_maskz_loadu_ps(synet_mask16(nn), row[q] + n0) : zero;
+            for (synet_size q = 0; q < 16; ++q)
+                col[q] = q >= q0 && q < q1 ? _mm512_maskz_loadu_ps(synet_mask16(nn), row[q] + n0) : zero;
             synet_transpose16(col);
-            for (int c = 0; c < nn; ++c)
-                store_act16(dst, base + (n0 + c) * cstep + x0, kx, _mm512_add_ps(col[c], _mm512_set1_ps(bias[n0 + c])),
-                            relu, p->dst_bf16);
+            for (int c = 0; c < nn; ++c) {
+                __m512 v = _mm512_add_ps(col[c], _mm512_set1_ps(bias[n0 + c]));
+                if (relu)
+                    v = _mm512_max_ps(zero, v); /* NaN stays NaN (the second operand) */
+                if (carried)
+                    v = _mm512_mask_loadu_ps(v, synet_mask16((int)q0), carry->v + (n0 + c) * 16);
+                const synet_size o = base + (n0 + c) * cstep + x0;
+                if (held)
+                    _mm512_storeu_ps(carry->v + (n0 + c) * 16, v);
+                else if (p->stream && kx == 0xFFFF && !p->dst_bf16 && !((uintptr_t)((float *)dst + o) & 63))
+                    _mm512_stream_ps((float *)dst + o, v);
+                else
+                    store_act16(dst, o, kx, v, 0, p->dst_bf16);
+            }
+        }
+        if (carried)
+            carry->count = 0;
+        if (held) {
+            carry->at = base + x0;
+            carry->count = q1;
         }
     }
 }
 #endif
 
-/* One task: an output phase row of one image and group, one block of <= 64 output channels. */
+/* One task: a run of p->row_run output phase rows (in output order) of one image and group, one block of
+   <= 64 output channels. */
 static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, synet_size task)
 {
     float tile[MMAX * BLOCK];
@@ -505,12 +553,9 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
     synet_size t = task;
     const synet_size ob = t % p->nblocks;
     t /= p->nblocks;
-    const synet_size r = t % p->nrows;
-    t /= p->nrows;
+    const synet_size nruns = (p->nrows + p->row_run - 1) / p->row_run, run = t % nruns;
+    t /= nruns;
     const synet_size g = t % p->group, n = t / p->group;
-    const synet_size rzy = p->row_phase[r], rz = rzy / p->stride_y, ry = rzy % p->stride_y;
-    const synet_size j = p->row_index[r], k = p->row_z[r];
-    const synet_size oy = ry - p->pad_top + p->stride_y * j, oz = rz - p->pad_front + p->stride_z * k;
     const synet_size phases = p->stride_z * p->stride_y * p->stride_x;
     const synet_size nvalid = SYNET_MIN((synet_size)BLOCK, p->cg_out - ob * BLOCK);
     const int nv = (int)((nvalid + 15) / 16), mmax = micro_rows(p, nv);
@@ -530,49 +575,68 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
 #else
     const synet_size chunk = 4 * mmax;
 #endif
-    for (synet_size c0 = 0; c0 < columns; c0 += chunk) {
-        synet_size ends[PHASES_MAX];
-        for (synet_size rx = 0; rx < p->stride_x; ++rx) {
-            const synet_size phase = rzy * p->stride_x + rx, i0 = p->col_first[rx];
-            const synet_size ni = SYNET_MIN(p->col_count[rx], c0 + chunk);
-            if (rx < PHASES_MAX)
-                ends[rx] = ni;
-            const uint16_t *bw = p->weights + p->weight_offsets[(g * phases + phase) * p->nblocks + ob];
-            for (synet_size i = c0; i < ni;) {
-                /* the fewest tiles of <= mmax pixels, of near-equal sizes (16 at <= 5: 4+4+4+4, not 5+5+5+1:
-                   a thin tile has too few accumulators to keep the multiply-adds busy) */
-                const synet_size rest = ni - i, tiles = (rest + mmax - 1) / mmax;
-                const int M = (int)((rest + tiles - 1) / tiles);
-                const synet_size at =
-                    n * p->padded_image +
-                    (((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + (i0 + i + p->pad_low_x)) *
-                        p->pixel_stride +
-                    g * p->cg_padded;
 #if SYNET_AVX512
-                float *out = paired ? sums + (rx * chunk + i - c0) * BLOCK : tile;
-#else
-                float *out = tile;
+    window_carry carry;
+    carry.count = 0;
 #endif
-                const synet_size off =
-                    n * p->dst_image + oc0 * channel_step(p) +
-                    ((oz * p->dst_h + oy) * p->dst_w + rx - p->pad_left + p->stride_x * (i0 + i)) * pixel_step(p);
-                const tile_store ts = {dst, off, p->stride_x * pixel_step(p), p->bias + oc0,
-                                       p->act == SYNET_ACT_RELU, p->dst_bf16};
-                micro_tile(p, (const char *)image + at * e, p->tap_offsets + p->phase_tap0[phase],
-                           p->phase_taps[phase], bw, out, M, nv, direct ? &ts : NULL);
-                if (!paired && !direct)
-                    deconv_store(tile, BLOCK, M, nvalid, oc0, p, dst, off, p->stride_x * pixel_step(p), channel_step(p));
-                i += M;
+    for (synet_size r = run * p->row_run; r < SYNET_MIN(p->nrows, (run + 1) * p->row_run); ++r) {
+        const synet_size rzy = p->row_phase[r], rz = rzy / p->stride_y, ry = rzy % p->stride_y;
+        const synet_size j = p->row_index[r], k = p->row_z[r];
+        const synet_size oy = ry - p->pad_top + p->stride_y * j, oz = rz - p->pad_front + p->stride_z * k;
+        for (synet_size c0 = 0; c0 < columns; c0 += chunk) {
+            synet_size ends[PHASES_MAX];
+            for (synet_size rx = 0; rx < p->stride_x; ++rx) {
+                const synet_size phase = rzy * p->stride_x + rx, i0 = p->col_first[rx];
+                const synet_size ni = SYNET_MIN(p->col_count[rx], c0 + chunk);
+                if (rx < PHASES_MAX)
+                    ends[rx] = ni;
+                const uint16_t *bw = p->weights + p->weight_offsets[(g * phases + phase) * p->nblocks + ob];
+                for (synet_size i = c0; i < ni;) {
+                    /* the fewest tiles of <= mmax pixels, of near-equal sizes (16 at <= 5: 4+4+4+4, not 5+5+5+1:
+                       a thin tile has too few accumulators to keep the multiply-adds busy) */
+                    const synet_size rest = ni - i, tiles = (rest + mmax - 1) / mmax;
+                    const int M = (int)((rest + tiles - 1) / tiles);
+                    const synet_size at =
+                        n * p->padded_image +
+                        (((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w +
+                         (i0 + i + p->pad_low_x)) *
+                            p->pixel_stride +
+                        g * p->cg_padded;
+#if SYNET_AVX512
+                    float *out = paired ? sums + (rx * chunk + i - c0) * BLOCK : tile;
+#else
+                    float *out = tile;
+#endif
+                    const synet_size off =
+                        n * p->dst_image + oc0 * channel_step(p) +
+                        ((oz * p->dst_h + oy) * p->dst_w + rx - p->pad_left + p->stride_x * (i0 + i)) * pixel_step(p);
+                    const tile_store ts = {dst, off, p->stride_x * pixel_step(p), p->bias + oc0,
+                                           p->act == SYNET_ACT_RELU, p->dst_bf16};
+                    micro_tile(p, (const char *)image + at * e, p->tap_offsets + p->phase_tap0[phase],
+                               p->phase_taps[phase], bw, out, M, nv, direct ? &ts : NULL);
+                    if (!paired && !direct)
+                        deconv_store(tile, BLOCK, M, nvalid, oc0, p, dst, off, p->stride_x * pixel_step(p),
+                                     channel_step(p));
+                    i += M;
+                }
             }
-        }
 #if SYNET_AVX512
-        if (paired)
-            store_phases(p, sums, chunk, c0, ends, dst,
-                         n * p->dst_image + oc0 * channel_step(p) + (oz * p->dst_h + oy) * p->dst_w, oc0, nvalid);
+            if (paired)
+                store_phases(p, sums, chunk, c0, ends, dst,
+                             n * p->dst_image + oc0 * channel_step(p) + (oz * p->dst_h + oy) * p->dst_w, oc0, nvalid,
+                             &carry);
 #else
-        (void)ends;
+            (void)ends;
 #endif
+        }
     }
+#if SYNET_AVX512
+    if (paired) {
+        flush_carry(p, &carry, dst, nvalid);
+        if (p->stream)
+            _mm_sfence();
+    }
+#endif
 }
 
 #if HAVE_AMX

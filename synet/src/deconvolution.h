@@ -42,6 +42,10 @@ typedef struct synet_deconv_plan {
     synet_size kpairs;      /* GEMM: cg_padded / 2 channel pairs; depthwise: taps per channel */
     synet_size block_width; /* output channels per weight block: 64, or 32 with AMX */
     synet_size nblocks, nrows, nunits, ntasks, dst_image;
+    /* GEMM, not AMX: a task's consecutive rows (output order); channels first: whole 64-byte output windows
+       stored past the caches (an output far larger than they are) */
+    synet_size row_run;
+    int stream;
     synet_size pad_rows;    /* rows of the padded image the run fills (0: direct) */
     /* tables: every output phase (rz, ry, rx) of the stride_z x stride_y x stride_x phases, numbered
        (rz * stride_y + ry) * stride_x + rx, has phase_taps[phase] taps from phase_tap0[phase] on, with
