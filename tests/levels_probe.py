@@ -76,6 +76,21 @@ def probe(seed: int = 0) -> dict[str, np.ndarray]:
                         a, b, a_scale=0.02, a_zero=zero[ta], b_scale=0.03, b_zero=zero[tb], dst_scale=0.05,
                         dst_zero=zero[td], dst_dtype=types[td], activation=act,
                         activation_params=act_params(act, 16, rng))
+    # long rows through the fused generic loop (float32 values, IDENTITY / RELU, 1-byte output): float32
+    # operands with NaN, +-inf, -0, huge values and values on rounding ties, either operand a scalar
+    special = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e30, -1e30, 0.025, -0.025, 0.075, 3.4e38], np.float32)
+    for ta, tb in (("f32", "u8"), ("u8", "f32"), ("f32", "i8"), ("i8", "f32"), ("f32", "f32"), ("u8", "i8")):
+        for td in ("u8", "i8"):
+            a, b = operand(ta, (3, 1001)), operand(tb, (3, 1001))
+            for x in (a, b):
+                if x.dtype == np.float32:
+                    flat = x.reshape(-1)
+                    flat[::7] = np.resize(special, flat[::7].size)
+            for act in ("identity", "relu"):
+                for name, (x, y) in (("rows", (a, b)), ("a scalar", (a[:1, :1], b)), ("b scalar", (a, b[:1, :1]))):
+                    out[f"qadd fused {ta}+{tb}->{td} {act} {name}"] = synet.quantized_add(
+                        x, y, a_scale=0.02, a_zero=zero[ta], b_scale=0.03, b_zero=zero[tb], dst_scale=0.05,
+                        dst_zero=zero[td], dst_dtype=types[td], activation=act)
     a, b = operand("u8", (1, 64, 56, 56)), operand("u8", (1, 64, 56, 56))   # folded and lookup kernels
     for act in ("identity", "relu", "gelu", "elu"):
         out[f"qadd large {act}"] = synet.quantized_add(a, b, a_scale=0.01, a_zero=47, b_scale=0.02, b_zero=30,
