@@ -16,6 +16,10 @@ cdef extern from "numpy/arrayobject.h":
                                 cnp.npy_intp* strides, void* data, int flags, PyObject* obj)
 
 
+cdef enum:
+    HUGE_OUTPUT_MIN = 32 << 20   # bytes (synet._arrays.HUGE_OUTPUT_MIN)
+
+
 cdef inline bint is_operand(object x, object dtype, object alt, Py_ssize_t size) noexcept:
     """x is an ndarray, C-contiguous, of dtype `dtype` or `alt` (the same descr objects), `size` elements."""
     if not cnp.PyArray_Check(x):
@@ -52,7 +56,15 @@ cdef inline bint overlaps(object x, object y) noexcept:
 
 
 cdef inline cnp.ndarray new_array(object dtype, int ndim, cnp.npy_intp* dims):
-    """np.empty(dims, dtype) on the C API (any dtype, bfloat16 included)."""
+    """np.empty(dims, dtype) on the C API (any dtype, bfloat16 included); from HUGE_OUTPUT_MIN bytes on,
+    synet._arrays.empty_huge (2 MiB aligned, transparent huge pages)."""
+    cdef double nbytes = (<cnp.dtype>dtype).itemsize
+    cdef int i
+    for i in range(ndim):
+        nbytes *= dims[i]
+    if nbytes >= HUGE_OUTPUT_MIN:
+        from synet._arrays import empty_huge
+        return <cnp.ndarray>empty_huge(dtype, tuple([dims[i] for i in range(ndim)]))
     Py_INCREF(dtype)  # PyArray_NewFromDescr steals a reference
     return <cnp.ndarray>PyArray_NewFromDescr(&PyArray_Type, <cnp.PyArray_Descr*>dtype, ndim, dims, NULL, NULL, 0,
                                              NULL)
