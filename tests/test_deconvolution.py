@@ -241,6 +241,19 @@ def test_depthwise_stride2_column_pairs(width, kernel, dilation, left, right):
              False, False, Activation.IDENTITY, True, 23)
 
 
+@pytest.mark.parametrize("width, stride", [(64, 2), (37, 2), (45, 1), (200, 2)])
+@pytest.mark.parametrize("act, bad", [(Activation.IDENTITY, ()), (Activation.RELU, ()),
+                                      (Activation.RELU, ((0.3, np.nan), (0.7, -np.inf)))])
+def test_depthwise_rows_assembled_in_dst(width, stride, act, bad):
+    """Channels-first depthwise FP32 rows with IDENTITY / RELU and stride_x <= 2 are assembled in dst
+    itself, the bias and activation added as each vector is stored (tails of rows by lanes); NaN from
+    a NaN weight stays NaN through RELU, as the epilogue keeps it."""
+    _, _, y = run_case("NCHW", 2, 1, 1, 12, (9, width), (4, 4), (stride, stride), (1, 1), 1, False, False, act,
+                       True, width + stride, bad_weights=bad)
+    if bad:
+        assert np.isnan(y).any()
+
+
 @pytest.mark.parametrize("width, stride, dst_bf16", [(3, 2, True), (1, 2, False), (5, 1, True), (4, 3, False)])
 def test_depthwise_narrow_rows_batched(width, stride, dst_bf16):
     """Narrow channels-first depthwise rows are assembled many to a buffer (each row's tail vector spills

@@ -95,7 +95,25 @@ typedef struct phase_rows {
     int64_t nout;                 /* outputs of a row */
     int64_t rows, s_step, out_step;
     float *out;
+    const float *bias;            /* NULL: raw sums; else out = act(sum + *bias), act RELU if relu */
+    int relu;
 } phase_rows;
+
+/* synet_act_relu on lanes: x < 0 ? 0 : x (NaN and -0 kept, as the epilogue's max(0, x) keeps them) */
+SYNET_INLINE vfloat relu_vf(vfloat x)
+{
+    const vfloat zero = {};
+    return (vfloat)((vbits)x & ~(vbits)(x < zero));
+}
+
+/* the epilogue on a vector of q's sums, when q stores to dst itself */
+SYNET_INLINE vfloat finish(const phase_rows *q, vfloat x)
+{
+    if (!q->bias)
+        return x;
+    x = x + splat(*q->bias);
+    return q->relu ? relu_vf(x) : x;
+}
 
 /* The outputs x..x + VW - 1 (lo) of a row at source index i, or with two phases x..x + 2 VW - 1 (lo, hi):
    out[2i] = phase a (i), out[2i + 1] = phase b (i). */
@@ -137,15 +155,15 @@ SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT)
         int64_t x = 0;
         for (; x + per <= nout; x += per) {
             phase_vectors(q, sa, wa, sb, wb, so + (pair ? x / 2 : x), &lo, &hi, pair, NT);
-            *(vfloat_u *)(void *)(o + x) = lo;
+            *(vfloat_u *)(void *)(o + x) = finish(q, lo);
             if (pair)
-                *(vfloat_u *)(void *)(o + x + VW) = hi;
+                *(vfloat_u *)(void *)(o + x + VW) = finish(q, hi);
         }
         if (x < nout) {
             float last[2 * VW];
             phase_vectors(q, sa, wa, sb, wb, so + (pair ? x / 2 : x), &lo, &hi, pair, NT);
-            *(vfloat_u *)(void *)last = lo;
-            *(vfloat_u *)(void *)(last + VW) = hi;
+            *(vfloat_u *)(void *)last = finish(q, lo);
+            *(vfloat_u *)(void *)(last + VW) = finish(q, hi);
             for (int64_t k = 0; k < nout - x; ++k)
                 o[x + k] = last[k];
         }
@@ -208,7 +226,7 @@ static const float *pad_plane(const synet_deconv_plan *p, const void *src, float
    [x0, x0 + width), at out, out + out_step, ... Stride 2: output columns 2k and 2k + 1 are one output of
    each x phase, ra's k + ca and rb's k + cb, computed as interleaved pairs. */
 static void assemble_rows(const synet_deconv_plan *p, const float *pad, const float *w, synet_size r, synet_size L,
-                          synet_size x0, synet_size width, float *out, synet_size out_step)
+                          synet_size x0, synet_size width, float *out, synet_size out_step, const float *bias)
 {
     const synet_size rzy = p->row_phase[r], j = p->row_index[r], k = p->row_z[r];
     const float *s = pad + ((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + p->pad_low_x;
@@ -218,7 +236,8 @@ static void assemble_rows(const synet_deconv_plan *p, const float *pad, const fl
         const synet_size pa = rzy * 2 + ra, pb = rzy * 2 + rb, k0 = x0 / 2; /* (x0 is even) */
         const phase_rows q = {s + k0 + ca, s + k0 + cb, p->tap_offsets + p->phase_tap0[pa],
                               p->tap_offsets + p->phase_tap0[pb], w + p->phase_tap0[pa], w + p->phase_tap0[pb],
-                              p->phase_taps[pa], p->phase_taps[pb], width, L, p->padded_w, out_step, out};
+                              p->phase_taps[pa], p->phase_taps[pb], width, L, p->padded_w, out_step, out,
+                              bias, p->act == SYNET_ACT_RELU};
         phase_columns(&q, 1);
         return;
     }
@@ -231,7 +250,7 @@ static void assemble_rows(const synet_deconv_plan *p, const float *pad, const fl
         float *o = out + (rx - p->pad_left + p->stride_x * m0 - x0);
         if (p->stride_x == 1) {
             const phase_rows q = {s + m0, NULL, toff, NULL, wt, NULL, p->phase_taps[phase], 0, m1 - m0, L,
-                                  p->padded_w, out_step, o};
+                                  p->padded_w, out_step, o, bias, p->act == SYNET_ACT_RELU};
             phase_columns(&q, 0);
         } else {
             for (synet_size i = 0; i < L; ++i)
@@ -269,18 +288,26 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
         /* whole rows, every output row of the plane in order (the plan sorts them): as many as the buffer
            holds; otherwise one row at a time */
         const synet_size batch = width == p->dst_w && p->nrows == p->dst_d * p->dst_h ? DW_COLS / width : 1;
+        /* FP32 with IDENTITY / RELU and vector phases (stride_x <= 2): the rows are assembled in dst
+           itself, bias and activation added on the way (D4 0.207 -> 0.189 ms); else in the buffer, then
+           stored by the epilogue */
+        const int direct =
+            !p->dst_bf16 && p->stride_x <= 2 && (p->act == SYNET_ACT_IDENTITY || p->act == SYNET_ACT_RELU);
         for (synet_size r0 = 0; r0 < p->nrows; r0 += batch) {
             const synet_size nb = SYNET_MIN(batch, p->nrows - r0);
-            for (synet_size q = 0; q < SYNET_MIN(nb, sy); ++q)
-                for (synet_size r = r0 + q, L; r < r0 + nb; r += L * sy) {
-                    L = same_phase_rows(p, r, r0 + nb);
-                    assemble_rows(p, pad, w, r, L, x0, width, buffer + (r - r0) * width, sy * width);
-                }
             const synet_size rzy = p->row_phase[r0], rz = rzy / sy, ry = rzy % sy;
             const synet_size oy = ry - p->pad_top + sy * p->row_index[r0];
             const synet_size oz = rz - p->pad_front + p->stride_z * p->row_z[r0];
-            deconv_store(buffer, 1, nb * width, 1, c, p, dst,
-                         (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w + x0, 1, 0);
+            const synet_size at = (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w + x0;
+            float *out = direct ? (float *)dst + at : buffer;
+            for (synet_size q = 0; q < SYNET_MIN(nb, sy); ++q)
+                for (synet_size r = r0 + q, L; r < r0 + nb; r += L * sy) {
+                    L = same_phase_rows(p, r, r0 + nb);
+                    assemble_rows(p, pad, w, r, L, x0, width, out + (r - r0) * width, sy * width,
+                                  direct ? p->bias + c : NULL);
+                }
+            if (!direct)
+                deconv_store(buffer, 1, nb * width, 1, c, p, dst, at, 1, 0);
         }
     }
 }
