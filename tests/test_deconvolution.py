@@ -254,6 +254,20 @@ def test_depthwise_rows_assembled_in_dst(width, stride, act, bad):
         assert np.isnan(y).any()
 
 
+@pytest.mark.parametrize("channels", [12, 40, 64, 70])
+@pytest.mark.parametrize("act, dst_bf16, bad", [(Activation.IDENTITY, False, ()), (Activation.RELU, False, ()),
+                                                (Activation.RELU, False, ((0.3, np.nan), (0.6, np.inf))),
+                                                (Activation.RELU, True, ()), (Activation.SWISH, False, ())])
+def test_depthwise_channels_last_tiles_stored_to_dst(channels, act, dst_bf16, bad):
+    """Channels-last depthwise tiles with FP32 output and IDENTITY / RELU store bias + sum (activated)
+    straight to dst, vectors and the tail channels past them; BF16 outputs and other activations go
+    through the tile buffer and the epilogue."""
+    _, _, y = run_case("NHWC", 2, 1, 1, channels, (6, 19), (4, 4), (2, 2), (1, 1), 1, False, dst_bf16, act, True,
+                       channels + 7, bad_weights=bad)
+    if bad:
+        assert np.isnan(y).any()
+
+
 @pytest.mark.parametrize("width, stride, dst_bf16", [(3, 2, True), (1, 2, False), (5, 1, True), (4, 3, False)])
 def test_depthwise_narrow_rows_batched(width, stride, dst_bf16):
     """Narrow channels-first depthwise rows are assembled many to a buffer (each row's tail vector spills
