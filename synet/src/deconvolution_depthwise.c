@@ -106,13 +106,12 @@ SYNET_INLINE vfloat relu_vf(vfloat x)
     return (vfloat)((vbits)x & ~(vbits)(x < zero));
 }
 
-/* the epilogue on a vector of q's sums, when q stores to dst itself */
-SYNET_INLINE vfloat finish(const phase_rows *q, vfloat x)
+/* the epilogue on a vector of sums (mode 0: none, 1: + bias, 2: + bias then RELU), when they go to dst */
+SYNET_INLINE vfloat finish(vfloat x, vfloat bias, const int mode)
 {
-    if (!q->bias)
-        return x;
-    x = x + splat(*q->bias);
-    return q->relu ? relu_vf(x) : x;
+    if (mode)
+        x = x + bias;
+    return mode == 2 ? relu_vf(x) : x;
 }
 
 /* The outputs x..x + VW - 1 (lo) of a row at source index i, or with two phases x..x + 2 VW - 1 (lo, hi):
@@ -148,6 +147,9 @@ SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT)
         }
     }
     const int64_t per = pair ? 2 * VW : VW, nout = q->nout;
+    /* (read before the first store: the stores to out could alias q's fields) */
+    const int mode = q->bias ? (q->relu ? 2 : 1) : 0;
+    const vfloat bias = q->bias ? splat(*q->bias) : (vfloat){};
     vfloat lo, hi = {};
     for (int64_t r = 0; r < q->rows; ++r) {
         float *o = q->out + r * q->out_step;
@@ -155,15 +157,15 @@ SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT)
         int64_t x = 0;
         for (; x + per <= nout; x += per) {
             phase_vectors(q, sa, wa, sb, wb, so + (pair ? x / 2 : x), &lo, &hi, pair, NT);
-            *(vfloat_u *)(void *)(o + x) = finish(q, lo);
+            *(vfloat_u *)(void *)(o + x) = finish(lo, bias, mode);
             if (pair)
-                *(vfloat_u *)(void *)(o + x + VW) = finish(q, hi);
+                *(vfloat_u *)(void *)(o + x + VW) = finish(hi, bias, mode);
         }
         if (x < nout) {
             float last[2 * VW];
             phase_vectors(q, sa, wa, sb, wb, so + (pair ? x / 2 : x), &lo, &hi, pair, NT);
-            *(vfloat_u *)(void *)last = finish(q, lo);
-            *(vfloat_u *)(void *)(last + VW) = finish(q, hi);
+            *(vfloat_u *)(void *)last = finish(lo, bias, mode);
+            *(vfloat_u *)(void *)(last + VW) = finish(hi, bias, mode);
             for (int64_t k = 0; k < nout - x; ++k)
                 o[x + k] = last[k];
         }
