@@ -95,9 +95,20 @@ typedef struct phase_rows {
     int64_t nout;                 /* outputs of a row */
     int64_t rows, s_step, out_step;
     float *out;
-    const float *bias;            /* NULL: raw sums; else out = act(sum + *bias), act RELU if relu */
-    int relu;
+    const float *bias;            /* finish_mode > 0: out = the finished sums, with bias[0] */
+    int mode;                     /* finish_mode, or 0: the raw sums (to the buffer) */
 } phase_rows;
+
+/* How the depthwise kernels store FP32 outputs with IDENTITY / RELU themselves, from the sums in
+   registers, without a buffer and the epilogue's second pass (D4 0.207 -> 0.189 ms, D4h 0.223 -> 0.139
+   ms): 1, + bias; 2, + bias then RELU; 0, through the buffer and the epilogue (BF16 outputs, other
+   activations). */
+static int finish_mode(const synet_deconv_plan *p)
+{
+    if (p->dst_bf16)
+        return 0;
+    return p->act == SYNET_ACT_IDENTITY ? 1 : (p->act == SYNET_ACT_RELU ? 2 : 0);
+}
 
 /* synet_act_relu on lanes: x < 0 ? 0 : x (NaN and -0 kept, as the epilogue's max(0, x) keeps them) */
 SYNET_INLINE vfloat relu_vf(vfloat x)
@@ -106,12 +117,20 @@ SYNET_INLINE vfloat relu_vf(vfloat x)
     return (vfloat)((vbits)x & ~(vbits)(x < zero));
 }
 
-/* the epilogue on a vector of sums (mode 0: none, 1: + bias, 2: + bias then RELU), when they go to dst */
+/* the epilogue's operations on a vector of sums (finish_mode; 0: none) */
 SYNET_INLINE vfloat finish(vfloat x, vfloat bias, const int mode)
 {
     if (mode)
         x = x + bias;
     return mode == 2 ? relu_vf(x) : x;
+}
+
+/* the same on one sum */
+SYNET_INLINE float finish1(float x, float bias, const int mode)
+{
+    if (mode)
+        x = x + bias;
+    return mode == 2 ? synet_act_relu(x) : x;
 }
 
 /* The outputs x..x + VW - 1 (lo) of a row at source index i, or with two phases x..x + 2 VW - 1 (lo, hi):
@@ -148,8 +167,8 @@ SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT)
     }
     const int64_t per = pair ? 2 * VW : VW, nout = q->nout;
     /* (read before the first store: the stores to out could alias q's fields) */
-    const int mode = q->bias ? (q->relu ? 2 : 1) : 0;
-    const vfloat bias = q->bias ? splat(*q->bias) : (vfloat){};
+    const int mode = q->mode;
+    const vfloat bias = mode ? splat(*q->bias) : (vfloat){};
     vfloat lo, hi = {};
     for (int64_t r = 0; r < q->rows; ++r) {
         float *o = q->out + r * q->out_step;
@@ -228,7 +247,8 @@ static const float *pad_plane(const synet_deconv_plan *p, const void *src, float
    [x0, x0 + width), at out, out + out_step, ... Stride 2: output columns 2k and 2k + 1 are one output of
    each x phase, ra's k + ca and rb's k + cb, computed as interleaved pairs. */
 static void assemble_rows(const synet_deconv_plan *p, const float *pad, const float *w, synet_size r, synet_size L,
-                          synet_size x0, synet_size width, float *out, synet_size out_step, const float *bias)
+                          synet_size x0, synet_size width, float *out, synet_size out_step, const float *bias,
+                          int mode)
 {
     const synet_size rzy = p->row_phase[r], j = p->row_index[r], k = p->row_z[r];
     const float *s = pad + ((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + p->pad_low_x;
@@ -239,7 +259,7 @@ static void assemble_rows(const synet_deconv_plan *p, const float *pad, const fl
         const phase_rows q = {s + k0 + ca, s + k0 + cb, p->tap_offsets + p->phase_tap0[pa],
                               p->tap_offsets + p->phase_tap0[pb], w + p->phase_tap0[pa], w + p->phase_tap0[pb],
                               p->phase_taps[pa], p->phase_taps[pb], width, L, p->padded_w, out_step, out,
-                              bias, p->act == SYNET_ACT_RELU};
+                              bias, mode};
         phase_columns(&q, 1);
         return;
     }
@@ -252,7 +272,7 @@ static void assemble_rows(const synet_deconv_plan *p, const float *pad, const fl
         float *o = out + (rx - p->pad_left + p->stride_x * m0 - x0);
         if (p->stride_x == 1) {
             const phase_rows q = {s + m0, NULL, toff, NULL, wt, NULL, p->phase_taps[phase], 0, m1 - m0, L,
-                                  p->padded_w, out_step, o, bias, p->act == SYNET_ACT_RELU};
+                                  p->padded_w, out_step, o, bias, mode};
             phase_columns(&q, 0);
         } else {
             for (synet_size i = 0; i < L; ++i)
@@ -290,25 +310,23 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
         /* whole rows, every output row of the plane in order (the plan sorts them): as many as the buffer
            holds; otherwise one row at a time */
         const synet_size batch = width == p->dst_w && p->nrows == p->dst_d * p->dst_h ? DW_COLS / width : 1;
-        /* FP32 with IDENTITY / RELU and vector phases (stride_x <= 2): the rows are assembled in dst
-           itself, bias and activation added on the way (D4 0.207 -> 0.189 ms); else in the buffer, then
-           stored by the epilogue */
-        const int direct =
-            !p->dst_bf16 && p->stride_x <= 2 && (p->act == SYNET_ACT_IDENTITY || p->act == SYNET_ACT_RELU);
+        /* finished in dst itself (finish_mode) where the phases are vectors (stride_x <= 2); else
+           assembled in the buffer, then stored by the epilogue */
+        const int mode = p->stride_x <= 2 ? finish_mode(p) : 0;
         for (synet_size r0 = 0; r0 < p->nrows; r0 += batch) {
             const synet_size nb = SYNET_MIN(batch, p->nrows - r0);
             const synet_size rzy = p->row_phase[r0], rz = rzy / sy, ry = rzy % sy;
             const synet_size oy = ry - p->pad_top + sy * p->row_index[r0];
             const synet_size oz = rz - p->pad_front + p->stride_z * p->row_z[r0];
             const synet_size at = (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w + x0;
-            float *out = direct ? (float *)dst + at : buffer;
+            float *out = mode ? (float *)dst + at : buffer;
             for (synet_size q = 0; q < SYNET_MIN(nb, sy); ++q)
                 for (synet_size r = r0 + q, L; r < r0 + nb; r += L * sy) {
                     L = same_phase_rows(p, r, r0 + nb);
-                    assemble_rows(p, pad, w, r, L, x0, width, out + (r - r0) * width, sy * width,
-                                  direct ? p->bias + c : NULL);
+                    assemble_rows(p, pad, w, r, L, x0, width, out + (r - r0) * width, sy * width, p->bias + c,
+                                  mode);
                 }
-            if (!direct)
+            if (!mode)
                 deconv_store(buffer, 1, nb * width, 1, c, p, dst, at, 1, 0);
         }
     }
@@ -320,13 +338,12 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
 #define DW_SPAN (DW_NV * VW)
 #define DW_PIXELS 16
 
-/* Where channels_last_tile stores finished outputs itself (FP32, IDENTITY / RELU): out[m * step + c] =
-   act(sum + bias[c]), the epilogue's operations */
+/* Where channels_last_tile stores finished outputs itself (finish_mode > 0): out[m * step + c] */
 typedef struct tile_out {
     float *out;
     synet_size step;
     const float *bias;
-    int relu;
+    int mode;
 } tile_out;
 
 /* tile[m][c] = sum over taps t of w[t * C + c] * s[m * C + toff[t] + c], in tap order, for m < M, c < cn.
@@ -345,10 +362,10 @@ SYNET_INLINE void channels_last_tile(const float *s, synet_size C, const int64_t
     float *const out = to ? to->out : tile;
     const synet_size step = to ? to->step : DW_SPAN;
     const float *const bias = to ? to->bias : NULL;
-    const int relu = to && to->relu;
+    const int mode = to ? to->mode : 0;
     vfloat bv[DW_NV];
     for (int v = 0; v < DW_NV; ++v)
-        bv[v] = to && v < nv ? load_vf(bias + v * VW) : (vfloat){};
+        bv[v] = mode && v < nv ? load_vf(bias + v * VW) : (vfloat){};
     for (synet_size m = 0; m < M; ++m) {
         const float *sm = s + m * C;
         for (int v = 0; v < DW_NV; ++v) {
@@ -361,17 +378,13 @@ SYNET_INLINE void channels_last_tile(const float *s, synet_size C, const int64_t
             else
                 for (int64_t t = 0; t < ntaps; ++t)
                     a = multiply_add(load_vf(w + t * C + v * VW), load_vf(sm + toff[t] + v * VW), a);
-            if (to)
-                a = relu ? relu_vf(a + bv[v]) : a + bv[v];
-            *(vfloat_u *)(void *)(out + m * step + v * VW) = a;
+            *(vfloat_u *)(void *)(out + m * step + v * VW) = finish(a, bv[v], mode);
         }
         for (synet_size c = nv * VW; c < cn; ++c) {
             float a = 0.0f;
             for (int64_t t = 0; t < ntaps; ++t)
                 a = a + w[t * C + c] * sm[toff[t] + c];
-            if (to)
-                a = relu ? synet_act_relu(a + bias[c]) : a + bias[c];
-            out[m * step + c] = a;
+            out[m * step + c] = finish1(a, mode ? bias[c] : 0.0f, mode);
         }
     }
 }
@@ -408,9 +421,7 @@ static void depthwise_row_channels_last(const synet_deconv_plan *p, const float 
     const synet_size oy = ry - p->pad_top + p->stride_y * j, oz = rz - p->pad_front + p->stride_z * k;
     const synet_size zy = (k + p->pad_low_z) * p->padded_h + j + p->pad_low_y; /* the padded plane row */
     const synet_size pixel_step = p->stride_x * C;
-    /* FP32 with IDENTITY / RELU: the tiles store finished outputs to dst themselves, without the tile
-       buffer's second pass (D4h 0.223 -> 0.139 ms) */
-    const int relu = p->act == SYNET_ACT_RELU, direct = !p->dst_bf16 && (p->act == SYNET_ACT_IDENTITY || relu);
+    const int mode = finish_mode(p); /* the tiles store finished outputs to dst themselves */
     for (synet_size rx = 0; rx < p->stride_x; ++rx) {
         const synet_size phase = rzy * p->stride_x + rx, i0 = p->col_first[rx], ni = p->col_count[rx];
         const int64_t *toff = p->tap_offsets + p->phase_tap0[phase];
@@ -421,10 +432,10 @@ static void depthwise_row_channels_last(const synet_deconv_plan *p, const float 
             const synet_size cn = SYNET_MIN((synet_size)DW_SPAN, C - c0);
             for (synet_size i = 0; i < ni; i += DW_PIXELS) {
                 const synet_size M = SYNET_MIN((synet_size)DW_PIXELS, ni - i);
-                const tile_out to = {(float *)dst + off + i * pixel_step + c0, pixel_step, p->bias + c0, relu};
+                const tile_out to = {(float *)dst + off + i * pixel_step + c0, pixel_step, p->bias + c0, mode};
                 channels_last_call(s + i * C + c0, C, toff, w + c0, p->phase_taps[phase], M, cn, tile,
-                                   direct ? &to : NULL);
-                if (!direct)
+                                   mode ? &to : NULL);
+                if (!mode)
                     deconv_store(tile, DW_SPAN, M, cn, c0, p, dst, off + i * pixel_step + c0, pixel_step, 1);
             }
         }

@@ -375,7 +375,7 @@ static float deq_float(const void *x, int type, float high, float low, int zero)
     return deq_f32_float(*(const f32_t *)x, high, low, zero);
 }
 
-/* VEC_LANES dequantised operand values at x: float32 as they are; bytes as deq_*_float computes them */
+/* one vector of dequantised operand values at x: float32 as they are; bytes as deq_*_float computes them */
 SYNET_INLINE fvec fused_deq(const void *x, const int type, fvec high, fvec low, ivec zero)
 {
     if (type == SYNET_QADD_F32)
