@@ -55,16 +55,29 @@ cdef inline bint overlaps(object x, object y) noexcept:
     return na > 0 and nb > 0 and a < b + nb and b < a + na
 
 
-cdef inline cnp.ndarray new_array(object dtype, int ndim, cnp.npy_intp* dims):
-    """np.empty(dims, dtype) on the C API (any dtype, bfloat16 included); from HUGE_OUTPUT_MIN bytes on,
-    synet._arrays.empty_huge (2 MiB aligned, transparent huge pages)."""
+cdef inline object new_huge(object dtype, int ndim, cnp.npy_intp* dims):
+    """synet._arrays.empty_huge(dtype, dims) when that is HUGE_OUTPUT_MIN bytes or more, else None."""
     cdef double nbytes = (<cnp.dtype>dtype).itemsize
     cdef int i
     for i in range(ndim):
         nbytes *= dims[i]
-    if nbytes >= HUGE_OUTPUT_MIN:
-        from synet._arrays import empty_huge
-        return <cnp.ndarray>empty_huge(dtype, tuple([dims[i] for i in range(ndim)]))
+    if nbytes < HUGE_OUTPUT_MIN:
+        return None
+    from synet._arrays import empty_huge
+    return empty_huge(dtype, tuple([dims[i] for i in range(ndim)]))
+
+
+cdef inline cnp.ndarray new_array(object dtype, int ndim, cnp.npy_intp* dims):
+    """np.empty(dims, dtype) on the C API (any dtype, bfloat16 included); from HUGE_OUTPUT_MIN bytes on,
+    synet._arrays.empty_huge (2 MiB aligned, transparent huge pages)."""
+    cdef cnp.npy_intp count = 1
+    cdef int i
+    for i in range(ndim):
+        count *= dims[i]
+    if count >= HUGE_OUTPUT_MIN // 8:   # (no dtype is wider than 8 bytes: below this, none is that large)
+        huge = new_huge(dtype, ndim, dims)
+        if huge is not None:
+            return <cnp.ndarray>huge
     Py_INCREF(dtype)  # PyArray_NewFromDescr steals a reference
     return <cnp.ndarray>PyArray_NewFromDescr(&PyArray_Type, <cnp.PyArray_Descr*>dtype, ndim, dims, NULL, NULL, 0,
                                              NULL)
