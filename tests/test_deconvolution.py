@@ -10,7 +10,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from reference import BF16, activate, activation_slope, assert_close, bf16_round, reference_nd
 
-from synet import Activation, Compatibility, ConvParams, DataType, Deconvolution16b, conv_transpose2d
+from synet import (
+    Activation,
+    Compatibility,
+    ConvParams,
+    DataType,
+    Deconvolution16b,
+    conv_transpose2d,
+    float32_to_bfloat16,
+)
 from synet._deconvolution import HARDWARE_BF16, amx_available
 
 HARDWARE_AMX = amx_available()
@@ -266,6 +274,37 @@ def test_depthwise_channels_last_tiles_stored_to_dst(channels, act, dst_bf16, ba
                        channels + 7, bad_weights=bad)
     if bad:
         assert np.isnan(y).any()
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("channels, width, stride", [(12, 9, 2), (70, 21, 2), (16, 40, 1), (5, 33, 1), (4, 7, 3)])
+@pytest.mark.parametrize("act", ["identity", "relu"])
+def test_depthwise_bf16_outputs_rounded_as_stored(layout, channels, width, stride, act):
+    """Depthwise BF16 outputs with IDENTITY / RELU are rounded as the kernels store them (nearest-even,
+    NaN quieted with its sign): bit for bit the FP32 output rounded by float32_to_bfloat16, on vectors
+    and tails, channels whose output is the bias alone (values on BF16 ties, a negative NaN),
+    inf and NaN from the source; no element around the output is written."""
+    rng = np.random.default_rng(channels * width + stride)
+    x = rng.standard_normal((2, channels, 5, width)).astype(np.float32)
+    x[1, 1, 2, 3], x[1, 2, 0, 0] = np.inf, np.nan
+    w = rng.standard_normal((channels, 1, 4, 4)).astype(np.float32)
+    w[:4] = 0.0   # channels 0-3: the bias alone
+    bias = rng.standard_normal(channels).astype(np.float32)
+    bias[:4] = np.array([0x3F808000, 0x3F818000, 0xFFC0FFFF, 0xBF818000], np.uint32).view(np.float32)
+    x[:, :4] = 1.0   # (no inf * 0 in the bias-only channels)
+    if layout == "NHWC":
+        x, w = to_nhwc(x), to_nhwc(w)
+    kwargs = dict(stride=stride, padding=1, groups=channels, layout=layout, activation=act)
+    y32 = conv_transpose2d(x, w, bias, **kwargs)
+    guarded = np.full(y32.size + 64, 0x5A5A, np.uint16)
+    out = guarded[32:-32].reshape(y32.shape)
+    conv_transpose2d(x, w, bias, out=out, **kwargs)
+    assert np.array_equal(out, float32_to_bfloat16(y32).view(np.uint16))
+    assert (guarded[:32] == 0x5A5A).all() and (guarded[-32:] == 0x5A5A).all()
+    at = (slice(None), slice(0, 4)) if layout == "NCHW" else (Ellipsis, slice(0, 4))
+    corner = out[at].reshape(2, 4, -1) if layout == "NCHW" else np.moveaxis(out[at], -1, 1).reshape(2, 4, -1)
+    expected = [0x3F80, 0x3F82, 0xFFC0, 0xBF82 if act == "identity" else 0]   # (RELU keeps NaN)
+    assert (corner == np.array(expected, np.uint16)[None, :, None]).all()
 
 
 @pytest.mark.parametrize("width, stride, dst_bf16", [(3, 2, True), (1, 2, False), (5, 1, True), (4, 3, False)])

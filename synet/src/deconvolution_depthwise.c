@@ -94,19 +94,18 @@ typedef struct phase_rows {
     int64_t ntaps, ntaps_b;
     int64_t nout;                 /* outputs of a row */
     int64_t rows, s_step, out_step;
-    float *out;
+    void *out;                    /* FP32, or with bf16 BF16 bits */
     const float *bias;            /* finish_mode > 0: out = the finished sums, with bias[0] */
     int mode;                     /* finish_mode, or 0: the raw sums (to the buffer) */
+    int bf16;
 } phase_rows;
 
-/* How the depthwise kernels store FP32 outputs with IDENTITY / RELU themselves, from the sums in
-   registers, without a buffer and the epilogue's second pass (D4 0.207 -> 0.189 ms, D4h 0.223 -> 0.139
-   ms): 1, + bias; 2, + bias then RELU; 0, through the buffer and the epilogue (BF16 outputs, other
-   activations). */
+/* How the depthwise kernels store outputs with IDENTITY / RELU themselves, from the sums in registers,
+   without a buffer and the epilogue's second pass (D4 0.207 -> 0.189 ms, D4h 0.223 -> 0.139 ms; BF16
+   outputs rounded as they are stored): 1, + bias; 2, + bias then RELU; 0, through the buffer and the
+   epilogue (other activations). */
 static int finish_mode(const synet_deconv_plan *p)
 {
-    if (p->dst_bf16)
-        return 0;
     return p->act == SYNET_ACT_IDENTITY ? 1 : (p->act == SYNET_ACT_RELU ? 2 : 0);
 }
 
@@ -133,27 +132,50 @@ SYNET_INLINE float finish1(float x, float bias, const int mode)
     return mode == 2 ? synet_act_relu(x) : x;
 }
 
+/* The sums of a row at source index i..i + VW - 1: phase a's (a), and with two phases phase b's (b) */
+SYNET_INLINE void phase_sums(const phase_rows *q, const float *const *sa, const vfloat *wa, const float *const *sb,
+                             const vfloat *wb, int64_t i, vfloat *a, vfloat *b, const int pair, const int NT)
+{
+    *a = NT > 0 ? hoisted_vector(sa, wa, i, NT) : phase_vector(q->s, q->toff, q->w, q->ntaps, i);
+    if (pair)
+        *b = NT > 0 ? hoisted_vector(sb, wb, i, NT) : phase_vector(q->s_b, q->toff_b, q->w_b, q->ntaps_b, i);
+}
+
 /* The outputs x..x + VW - 1 (lo) of a row at source index i, or with two phases x..x + 2 VW - 1 (lo, hi):
    out[2i] = phase a (i), out[2i + 1] = phase b (i). */
 SYNET_INLINE void phase_vectors(const phase_rows *q, const float *const *sa, const vfloat *wa, const float *const *sb,
                                 const vfloat *wb, int64_t i, vfloat *lo, vfloat *hi, const int pair, const int NT)
 {
-    const vfloat a = NT > 0 ? hoisted_vector(sa, wa, i, NT) : phase_vector(q->s, q->toff, q->w, q->ntaps, i);
+    vfloat a, b;
+    phase_sums(q, sa, wa, sb, wb, i, &a, &b, pair, NT);
     *lo = a;
     if (pair) {
-        const vfloat b =
-            NT > 0 ? hoisted_vector(sb, wb, i, NT) : phase_vector(q->s_b, q->toff_b, q->w_b, q->ntaps_b, i);
         *lo = __builtin_shufflevector(a, b, INTERLEAVE_LO);
         *hi = __builtin_shufflevector(a, b, INTERLEAVE_HI);
     }
 }
 
+#if SYNET_AVX512
+/* out[i + 2k] = bf16(a[k]), out[i + 2k + 1] = bf16(b[k]) for k < 16: both rounded, then interleaved by one
+   word permute (rounding the interleaved floats, as the FP32 path would store them, costs two permutes
+   more and two narrowing stores) */
+SYNET_INLINE void store_pair_bf16(void *out, int64_t i, vfloat a, vfloat b)
+{
+    static const uint16_t high_words[32] = {1,  33, 3,  35, 5,  37, 7,  39, 9,  41, 11, 43, 13, 45, 15, 47,
+                                            17, 49, 19, 51, 21, 53, 23, 55, 25, 57, 27, 59, 29, 61, 31, 63};
+    const __m512i ha = synet_bf16_nearest_high_x16(_mm512_castps_si512(a));
+    const __m512i hb = synet_bf16_nearest_high_x16(_mm512_castps_si512(b));
+    _mm512_storeu_si512((uint16_t *)out + i, _mm512_permutex2var_epi16(ha, _mm512_loadu_si512(high_words), hb));
+}
+#endif
+
 /* q's rows: out[r * out_step + x] for x < nout = phase(i) at source index r * s_step + i, i = x (one phase)
    or, interleaved, i = x / 2 of phase a (x even) or b (x odd). NT > 0 taps (both phases): their weights
    and source rows are loaded once, in registers (the stores to out could alias w, so the compiler would
    reload them at every vector). A row's last vector may read up to 2 VW - 1 source columns past its
-   outputs' (the scratch has room); its outputs past nout are not stored. */
-SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT)
+   outputs' (the scratch has room); its outputs past nout are not stored. BF16: q->bf16 (a constant, so
+   that the FP32 loop has no test in it: D4 1.17x slower with one). */
+SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT, const int BF16)
 {
     vfloat wa[DW_UNROLL_MAX], wb[DW_UNROLL_MAX];
     const float *sa[DW_UNROLL_MAX], *sb[DW_UNROLL_MAX];
@@ -169,16 +191,24 @@ SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT)
     /* (read before the first store: the stores to out could alias q's fields) */
     const int mode = q->mode;
     const vfloat bias = mode ? splat(*q->bias) : (vfloat){};
+    void *const out = q->out;
     vfloat lo, hi = {};
     for (int64_t r = 0; r < q->rows; ++r) {
-        float *o = q->out + r * q->out_step;
-        const int64_t so = r * q->s_step;
+        const int64_t o = r * q->out_step, so = r * q->s_step;
         int64_t x = 0;
         for (; x + per <= nout; x += per) {
+#if SYNET_AVX512
+            if (pair && BF16) {
+                vfloat a, b;
+                phase_sums(q, sa, wa, sb, wb, so + x / 2, &a, &b, pair, NT);
+                store_pair_bf16(out, o + x, finish(a, bias, mode), finish(b, bias, mode));
+                continue;
+            }
+#endif
             phase_vectors(q, sa, wa, sb, wb, so + (pair ? x / 2 : x), &lo, &hi, pair, NT);
-            *(vfloat_u *)(void *)(o + x) = finish(lo, bias, mode);
+            store_vf(out, o + x, finish(lo, bias, mode), BF16);
             if (pair)
-                *(vfloat_u *)(void *)(o + x + VW) = finish(hi, bias, mode);
+                store_vf(out, o + x + VW, finish(hi, bias, mode), BF16);
         }
         if (x < nout) {
             float last[2 * VW];
@@ -186,7 +216,7 @@ SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT)
             *(vfloat_u *)(void *)last = finish(lo, bias, mode);
             *(vfloat_u *)(void *)(last + VW) = finish(hi, bias, mode);
             for (int64_t k = 0; k < nout - x; ++k)
-                o[x + k] = last[k];
+                store_f(out, o + x + k, last[k], BF16);
         }
     }
 }
@@ -198,9 +228,9 @@ static void phase_columns(const phase_rows *q, int pair)
 #define PHASE_CASE(NT) \
     case NT: \
         if (pair) \
-            phase_run(q, 1, NT); \
+            q->bf16 ? phase_run(q, 1, NT, 1) : phase_run(q, 1, NT, 0); \
         else \
-            phase_run(q, 0, NT); \
+            q->bf16 ? phase_run(q, 0, NT, 1) : phase_run(q, 0, NT, 0); \
         return;
     switch (n) {
         PHASE_CASE(1)
@@ -212,9 +242,9 @@ static void phase_columns(const phase_rows *q, int pair)
         PHASE_CASE(9)
     default:
         if (pair)
-            phase_run(q, 1, 0);
+            q->bf16 ? phase_run(q, 1, 0, 1) : phase_run(q, 1, 0, 0);
         else
-            phase_run(q, 0, 0);
+            q->bf16 ? phase_run(q, 0, 0, 1) : phase_run(q, 0, 0, 0);
     }
 #undef PHASE_CASE
 }
@@ -247,8 +277,8 @@ static const float *pad_plane(const synet_deconv_plan *p, const void *src, float
    [x0, x0 + width), at out, out + out_step, ... Stride 2: output columns 2k and 2k + 1 are one output of
    each x phase, ra's k + ca and rb's k + cb, computed as interleaved pairs. */
 static void assemble_rows(const synet_deconv_plan *p, const float *pad, const float *w, synet_size r, synet_size L,
-                          synet_size x0, synet_size width, float *out, synet_size out_step, const float *bias,
-                          int mode)
+                          synet_size x0, synet_size width, void *out, synet_size out_step, const float *bias,
+                          int mode, int bf16)
 {
     const synet_size rzy = p->row_phase[r], j = p->row_index[r], k = p->row_z[r];
     const float *s = pad + ((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + p->pad_low_x;
@@ -259,7 +289,7 @@ static void assemble_rows(const synet_deconv_plan *p, const float *pad, const fl
         const phase_rows q = {s + k0 + ca, s + k0 + cb, p->tap_offsets + p->phase_tap0[pa],
                               p->tap_offsets + p->phase_tap0[pb], w + p->phase_tap0[pa], w + p->phase_tap0[pb],
                               p->phase_taps[pa], p->phase_taps[pb], width, L, p->padded_w, out_step, out,
-                              bias, mode};
+                              bias, mode, bf16};
         phase_columns(&q, 1);
         return;
     }
@@ -269,12 +299,13 @@ static void assemble_rows(const synet_deconv_plan *p, const float *pad, const fl
         const synet_size phase = rzy * p->stride_x + rx;
         const int64_t *toff = p->tap_offsets + p->phase_tap0[phase];
         const float *wt = w + p->phase_tap0[phase];
-        float *o = out + (rx - p->pad_left + p->stride_x * m0 - x0);
+        const synet_size first = rx - p->pad_left + p->stride_x * m0 - x0;
         if (p->stride_x == 1) {
             const phase_rows q = {s + m0, NULL, toff, NULL, wt, NULL, p->phase_taps[phase], 0, m1 - m0, L,
-                                  p->padded_w, out_step, o, bias, mode};
+                                  p->padded_w, out_step, (char *)out + first * (bf16 ? 2 : 4), bias, mode, bf16};
             phase_columns(&q, 0);
-        } else {
+        } else { /* (through the buffer: mode 0, FP32) */
+            float *o = (float *)out + first;
             for (synet_size i = 0; i < L; ++i)
                 for (synet_size m = m0; m < m1; ++m)
                     o[i * out_step + p->stride_x * (m - m0)] =
@@ -319,12 +350,13 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
             const synet_size oy = ry - p->pad_top + sy * p->row_index[r0];
             const synet_size oz = rz - p->pad_front + p->stride_z * p->row_z[r0];
             const synet_size at = (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w + x0;
-            float *out = mode ? (float *)dst + at : buffer;
+            const int bf16 = mode && p->dst_bf16;
+            char *out = mode ? (char *)dst + at * (bf16 ? 2 : 4) : (char *)buffer;
             for (synet_size q = 0; q < SYNET_MIN(nb, sy); ++q)
                 for (synet_size r = r0 + q, L; r < r0 + nb; r += L * sy) {
                     L = same_phase_rows(p, r, r0 + nb);
-                    assemble_rows(p, pad, w, r, L, x0, width, out + (r - r0) * width, sy * width, p->bias + c,
-                                  mode);
+                    assemble_rows(p, pad, w, r, L, x0, width, out + (r - r0) * width * (bf16 ? 2 : 4), sy * width,
+                                  p->bias + c, mode, bf16);
                 }
             if (!mode)
                 deconv_store(buffer, 1, nb * width, 1, c, p, dst, at, 1, 0);
@@ -340,17 +372,18 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
 
 /* Where channels_last_tile stores finished outputs itself (finish_mode > 0): out[m * step + c] */
 typedef struct tile_out {
-    float *out;
+    void *out; /* FP32, or with bf16 BF16 bits */
     synet_size step;
     const float *bias;
-    int mode;
+    int mode, bf16;
 } tile_out;
 
 /* tile[m][c] = sum over taps t of w[t * C + c] * s[m * C + toff[t] + c], in tap order, for m < M, c < cn.
    NT > 0: that many taps, their weights loaded once into registers (every pixel of the segment uses
-   them); NT == 0: ntaps, the weights loaded at each use. */
+   them); NT == 0: ntaps, the weights loaded at each use. BF16: to->bf16, a constant. */
 SYNET_INLINE void channels_last_tile(const float *s, synet_size C, const int64_t *toff, const float *w, int64_t ntaps,
-                                     synet_size M, synet_size cn, float *tile, const tile_out *to, const int NT)
+                                     synet_size M, synet_size cn, float *tile, const tile_out *to, const int NT,
+                                     const int BF16)
 {
     const synet_size nv = cn / VW;
     vfloat wv[DW_UNROLL_MAX][DW_NV];
@@ -359,7 +392,7 @@ SYNET_INLINE void channels_last_tile(const float *s, synet_size C, const int64_t
             wv[t][v] = v < nv ? load_vf(w + t * C + v * VW) : (vfloat){};
     /* (read before the first store: built without strict aliasing, the compiler would reload them after
        every store to dst) */
-    float *const out = to ? to->out : tile;
+    void *const out = to ? to->out : tile;
     const synet_size step = to ? to->step : DW_SPAN;
     const float *const bias = to ? to->bias : NULL;
     const int mode = to ? to->mode : 0;
@@ -378,13 +411,13 @@ SYNET_INLINE void channels_last_tile(const float *s, synet_size C, const int64_t
             else
                 for (int64_t t = 0; t < ntaps; ++t)
                     a = multiply_add(load_vf(w + t * C + v * VW), load_vf(sm + toff[t] + v * VW), a);
-            *(vfloat_u *)(void *)(out + m * step + v * VW) = finish(a, bv[v], mode);
+            store_vf(out, m * step + v * VW, finish(a, bv[v], mode), BF16);
         }
         for (synet_size c = nv * VW; c < cn; ++c) {
             float a = 0.0f;
             for (int64_t t = 0; t < ntaps; ++t)
                 a = a + w[t * C + c] * sm[toff[t] + c];
-            out[m * step + c] = finish1(a, mode ? bias[c] : 0.0f, mode);
+            store_f(out, m * step + c, finish1(a, mode ? bias[c] : 0.0f, mode), BF16);
         }
     }
 }
@@ -394,7 +427,10 @@ static void channels_last_call(const float *s, synet_size C, const int64_t *toff
 {
 #define TILE_CASE(NT) \
     case NT: \
-        channels_last_tile(s, C, toff, w, ntaps, M, cn, tile, to, NT); \
+        if (to && to->bf16) \
+            channels_last_tile(s, C, toff, w, ntaps, M, cn, tile, to, NT, 1); \
+        else \
+            channels_last_tile(s, C, toff, w, ntaps, M, cn, tile, to, NT, 0); \
         return;
     switch (ntaps) {
         TILE_CASE(1)
@@ -405,7 +441,10 @@ static void channels_last_call(const float *s, synet_size C, const int64_t *toff
         TILE_CASE(8)
         TILE_CASE(9)
     default:
-        channels_last_tile(s, C, toff, w, ntaps, M, cn, tile, to, 0);
+        if (to && to->bf16)
+            channels_last_tile(s, C, toff, w, ntaps, M, cn, tile, to, 0, 1);
+        else
+            channels_last_tile(s, C, toff, w, ntaps, M, cn, tile, to, 0, 0);
     }
 #undef TILE_CASE
 }
@@ -432,7 +471,8 @@ static void depthwise_row_channels_last(const synet_deconv_plan *p, const float 
             const synet_size cn = SYNET_MIN((synet_size)DW_SPAN, C - c0);
             for (synet_size i = 0; i < ni; i += DW_PIXELS) {
                 const synet_size M = SYNET_MIN((synet_size)DW_PIXELS, ni - i);
-                const tile_out to = {(float *)dst + off + i * pixel_step + c0, pixel_step, p->bias + c0, mode};
+                const tile_out to = {(char *)dst + (off + i * pixel_step + c0) * (p->dst_bf16 ? 2 : 4), pixel_step,
+                                     p->bias + c0, mode, p->dst_bf16};
                 channels_last_call(s + i * C + c0, C, toff, w + c0, p->phase_taps[phase], M, cn, tile,
                                    mode ? &to : NULL);
                 if (!mode)

@@ -66,19 +66,36 @@ SYNET_INLINE vfloat multiply_add(vfloat a, vfloat b, vfloat c)
 
 SYNET_INLINE vfloat load_vf(const float *s) { return *(const vfloat_u *)(const void *)s; }
 
-#if SYNET_AVX512
-/* 16 lanes of float32 bits -> bfloat16 bits in the low half of each lane. */
-SYNET_INLINE __m512i synet_bf16_nearest_x16(__m512i bits)
+/* VW bfloat16 values */
+typedef uint16_t vhalf __attribute__((vector_size(VW * 2)));
+typedef uint16_t vhalf_u __attribute__((vector_size(VW * 2), aligned(2)));
+
+/* synet_bf16_nearest on each lane: nearest-even, NaN -> quiet NaN of its sign */
+SYNET_INLINE vhalf bf16_nearest_vf(vfloat x)
 {
-    const __m512i high = _mm512_srli_epi32(bits, 16);
-    const __mmask16 nan =
-        _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-    const __m512i rounded = _mm512_srli_epi32(
-        _mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7FFF)), _mm512_and_si512(high, _mm512_set1_epi32(1))),
-        16);
-    return _mm512_mask_or_epi32(rounded, nan, _mm512_and_si512(high, _mm512_set1_epi32(0x8000)),
-                                _mm512_set1_epi32(0x7FC0));
+    const vbits b = (vbits)x, high = b >> 16;
+    const vbits nan = (vbits)((b & 0x7FFFFFFFu) > 0x7F800000u);
+    const vbits rounded = (b + 0x7FFFu + (high & 1u)) >> 16, quiet = (high & 0x8000u) | 0x7FC0u;
+    return __builtin_convertvector((rounded & ~nan) | (quiet & nan), vhalf);
 }
+
+
+
+#if SYNET_AVX512
+/* 16 lanes of float32 bits -> bfloat16 bits in the high half of each lane (the low half is not zeroed).
+   Two constants only (the bit tests by shifts, NaN by an unordered compare): a kernel's weights stay in
+   registers around it. */
+SYNET_INLINE __m512i synet_bf16_nearest_high_x16(__m512i bits)
+{
+    const __mmask16 nan = _mm512_cmp_ps_mask(_mm512_castsi512_ps(bits), _mm512_castsi512_ps(bits), _CMP_UNORD_Q);
+    const __m512i lsb = _mm512_srli_epi32(_mm512_slli_epi32(bits, 15), 31); /* bit 16 */
+    const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7FFF)), lsb);
+    const __m512i sign = _mm512_slli_epi32(_mm512_srli_epi32(bits, 31), 31);
+    return _mm512_mask_or_epi32(rounded, nan, sign, _mm512_set1_epi32(0x7FC00000));
+}
+
+/* 16 lanes of float32 bits -> bfloat16 bits in the low half of each lane. */
+SYNET_INLINE __m512i synet_bf16_nearest_x16(__m512i bits) { return _mm512_srli_epi32(synet_bf16_nearest_high_x16(bits), 16); }
 
 SYNET_INLINE __m512i synet_bf16_truncate_x16(__m512i bits)
 {
@@ -162,5 +179,34 @@ SYNET_INLINE __m256i synet_mask8(int64_t n)
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n > 8 ? 8 : n)), lane);
 }
 #endif
+
+/* v to elements i..i + VW - 1 of out: FP32, or (bf16) their BF16 bits (synet_bf16_nearest) */
+SYNET_INLINE void store_vf(void *out, int64_t i, vfloat v, int bf16)
+{
+    if (!bf16)
+        *(vfloat_u *)(void *)((float *)out + i) = v;
+#if SYNET_AVX512
+    else
+        _mm256_storeu_si256((__m256i *)((uint16_t *)out + i), synet_bf16_pack_x16(v));
+#elif SYNET_AVX2
+    else {
+        const __m256i h = synet_bf16_nearest_x8(_mm256_castps_si256(v));
+        _mm_storeu_si128((__m128i *)((uint16_t *)out + i),
+                         _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+    }
+#else
+    else
+        *(vhalf_u *)(void *)((uint16_t *)out + i) = bf16_nearest_vf(v);
+#endif
+}
+
+/* the same for one value */
+SYNET_INLINE void store_f(void *out, int64_t i, float v, int bf16)
+{
+    if (bf16)
+        ((uint16_t *)out)[i] = synet_bf16_from_float(v);
+    else
+        ((float *)out)[i] = v;
+}
 
 #endif
