@@ -21,6 +21,7 @@
 #include "quantized_add.h"
 
 #include "activations.h"
+#include "exact_fma.h"
 #include "vector.h"
 
 #define BLOCK 512 /* float32 scratch of the generic kernel, per row segment */
@@ -52,12 +53,12 @@ SYNET_INLINE double deq_f32_double(f32_t x, double scale, double offset, int zer
 SYNET_INLINE float deq_u8_float(u8_t x, float high, float low, int zero)
 {
     const float d = (float)((int)x - zero);
-    return fmaf(d, high, d * low);
+    return synet_exact_fma(d, high, d * low);
 }
 SYNET_INLINE float deq_i8_float(i8_t x, float high, float low, int zero)
 {
     const float d = (float)((int)x - zero);
-    return fmaf(d, high, d * low);
+    return synet_exact_fma(d, high, d * low);
 }
 SYNET_INLINE float deq_f32_float(f32_t x, float high, float low, int zero)
 {
@@ -112,7 +113,7 @@ SYNET_INLINE float clamp_round(float q, float lo, float hi)
     {                                                                                                       \
         const float pre = k->q_pre, inv = k->q_inv, zero = k->q_zero;                                       \
         for (synet_size i = 0; i < n; ++i)                                                                  \
-            dst[i] = (T##_t)clamp_round(fmaf(v[i] * pre, inv, zero), lo, hi);                               \
+            dst[i] = (T##_t)clamp_round(synet_exact_fma(v[i] * pre, inv, zero), lo, hi);                               \
     }
 QUANTIZE(u8)
 QUANTIZE(i8)
@@ -342,7 +343,7 @@ SYNET_INLINE void folded_loop(const uint8_t *a, const uint8_t *b, uint8_t *dst, 
     const fvec kc = I(set1_ps)(k->kc);
     const float a0 = sign ? (float)(int8_t)a[0] : (float)a[0], b0 = sign ? (float)(int8_t)b[0] : (float)b[0];
     const fvec ca = I(set1_ps)(mode == 1 ? a0 / position_scale(3, sign) : 0.0f); /* times ka[3], exact */
-    const fvec cb = I(set1_ps)(mode == 2 ? fmaf(b0, k->kb, k->kc) : 0.0f);
+    const fvec cb = I(set1_ps)(mode == 2 ? synet_exact_fma(b0, k->kb, k->kc) : 0.0f);
     const ivec lo = I(set1_epi8)((char)(int)k->lo);
     const ivec zero = VZERO();
     synet_size i = head;
@@ -513,10 +514,10 @@ static void folded_row(const void *a_, const void *b_, void *dst_, synet_size n,
 #undef FOLDED_CASE
 #else
 /* fma(x, k, c): in float64 where the planner found that exact (synet_qadd_consts.folded_in_doubles), which
-   levels without FMA instructions run instead of libm's fmaf (Q1 at baseline 2.1 -> 0.66 ms) */
+   levels without FMA instructions run instead of synet_exact_fma (Q1 at baseline 2.1 -> 0.66 ms) */
 SYNET_INLINE float folded_fma(float x, float k, float c, const int in_doubles)
 {
-    return in_doubles ? (float)((double)x * (double)k + (double)c) : fmaf(x, k, c);
+    return in_doubles ? (float)((double)x * (double)k + (double)c) : synet_exact_fma(x, k, c);
 }
 
 #define FOLDED_PORTABLE(T)                                                                                    \
@@ -529,7 +530,7 @@ SYNET_INLINE float folded_fma(float x, float k, float c, const int in_doubles)
             for (synet_size i = 0; i < n; ++i)                                                                \
                 dst[i] = (T##_t)clamp_round(folded_fma(c, ka, folded_fma((float)b[i], kb, kc, d), d), lo, hi); \
         } else if (mode == 2) {                                                                               \
-            const float c = fmaf((float)b[0], kb, kc);                                                        \
+            const float c = synet_exact_fma((float)b[0], kb, kc);                                                        \
             for (synet_size i = 0; i < n; ++i)                                                                \
                 dst[i] = (T##_t)clamp_round(folded_fma((float)a[i], ka, c, d), lo, hi);                       \
         } else {                                                                                              \
@@ -669,7 +670,7 @@ LANE_VALUES_BOTH(f32, f32)
     {                                                                                                         \
         const float *restrict pre = L->q_pre + j, *restrict inv = L->q_inv + j, *restrict zero = L->q_zero + j; \
         for (synet_size i = 0; i < n; ++i)                                                                    \
-            dst[i] = (T##_t)clamp_round(fmaf(v[i] * pre[i], inv[i], zero[i]), lo, hi);                        \
+            dst[i] = (T##_t)clamp_round(synet_exact_fma(v[i] * pre[i], inv[i], zero[i]), lo, hi);                        \
     }
 LANE_QUANTIZE(u8)
 LANE_QUANTIZE(i8)
@@ -736,14 +737,14 @@ static const lane_generic_row LANE_GENERIC_ROWS[3][3][3] = {
         if (mode == 1) {                                                                                      \
             const float c = (float)a[0];                                                                      \
             for (synet_size i = 0; i < n; ++i)                                                                \
-                dst[i] = (T##_t)clamp_round(fmaf(c, ka[i], fmaf((float)b[i], kb[i], kc[i])), lo[i], hi);      \
+                dst[i] = (T##_t)clamp_round(synet_exact_fma(c, ka[i], synet_exact_fma((float)b[i], kb[i], kc[i])), lo[i], hi);      \
         } else if (mode == 2) {                                                                               \
             const float c = (float)b[0];                                                                      \
             for (synet_size i = 0; i < n; ++i)                                                                \
-                dst[i] = (T##_t)clamp_round(fmaf((float)a[i], ka[i], fmaf(c, kb[i], kc[i])), lo[i], hi);      \
+                dst[i] = (T##_t)clamp_round(synet_exact_fma((float)a[i], ka[i], synet_exact_fma(c, kb[i], kc[i])), lo[i], hi);      \
         } else {                                                                                              \
             for (synet_size i = 0; i < n; ++i)                                                                \
-                dst[i] = (T##_t)clamp_round(fmaf((float)a[i], ka[i], fmaf((float)b[i], kb[i], kc[i])), lo[i], hi); \
+                dst[i] = (T##_t)clamp_round(synet_exact_fma((float)a[i], ka[i], synet_exact_fma((float)b[i], kb[i], kc[i])), lo[i], hi); \
         }                                                                                                     \
     }
 LANE_FOLDED(u8)
