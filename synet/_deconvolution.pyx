@@ -29,6 +29,7 @@ from synet._fastpath cimport (
 )
 from synet._kernels cimport amx_ready, call_threads, kernel_level
 
+import math
 import threading
 
 import numpy as np
@@ -183,10 +184,10 @@ cdef _Geometry _new_geometry(planned):
     geo.src_alt = planned.src_dtypes[1] if len(planned.src_dtypes) > 1 else None
     geo.dst_dtype = planned.dst_dtypes[0]
     geo.dst_alt = planned.dst_dtypes[1] if len(planned.dst_dtypes) > 1 else None
-    geo.src_size = int(np.prod(planned.src_shape))
-    geo.dst_size = int(np.prod(planned.dst_shape))
+    geo.src_size = math.prod(planned.src_shape)
+    geo.dst_size = math.prod(planned.dst_shape)
     geo.dst_shape = planned.dst_shape
-    geo.weight_size = int(np.prod(planned.weight_shape))
+    geo.weight_size = math.prod(planned.weight_shape)
     geo.packed_size, geo.pack_units = planned.packed_size, planned.pack_units
     for i in range(5):
         geo.weight_steps[i] = planned.weight_steps[i]

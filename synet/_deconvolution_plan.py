@@ -213,6 +213,10 @@ def border_outputs(phases, stride: int, pad_begin: int, src: int, dst: int) -> n
 
 def _table(values) -> np.ndarray:
     """An int64 table, with one extra entry so that no table is empty (the C side reads a pointer)."""
+    if isinstance(values, np.ndarray):
+        table = np.zeros(values.size + 1, np.int64)
+        table[:-1] = values
+        return table
     return np.array(list(values) + [0], np.int64)
 
 
@@ -234,7 +238,7 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
     pad_begin, pad_end = geo.pad_begin, geo.pad_end
     if kernel == (1, 1, 1) and stride == (1, 1, 1) and pad_begin == pad_end == (0, 0, 0):
         # a 1x1x1 stride-1 deconvolution is a GEMM over all pixels: one long row
-        src, dst = (1, 1, int(np.prod(src))), (1, 1, int(np.prod(dst)))
+        src, dst = (1, 1, math.prod(src)), (1, 1, math.prod(dst))
     axes = [axis_phases(stride[a], dilation[a], kernel[a], pad_begin[a], src[a], dst[a]) for a in range(3)]
     (phases_z, plz, phz), (phases_y, ply, phy), (phases_x, plx, phx) = axes
     dp, hp, wp = src[0] + plz + phz, src[1] + ply + phy, src[2] + plx + phx
@@ -273,12 +277,14 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
                         for kx, ox in taps_x:
                             tap_offsets.append(oz * plane + oy * row + ox * pix)
                             tap_k.append((kz, ky, kx))
-    # task rows: (phase rz * sy + ry, index along z, index along y)
-    rows = [(rz * stride[1] + ry, jz0 + jz, jy0 + jy)
-            for rz, (_, jz0, cz) in enumerate(phases_z) for jz in range(cz)
-            for ry, (_, jy0, cy) in enumerate(phases_y) for jy in range(cy)]
-    rows.sort(key=lambda r: (r[0] // stride[1] - pad_begin[0] + stride[0] * r[1], r[0] % stride[1] - pad_begin[1]
-                             + stride[1] * r[2]))   # in output order (oz, oy)
+    # task rows, one per output row (oz, oy) in output order: phase rz * sy + ry and index jz along z, jy
+    # along y, where oz + pad_front = sz * jz + rz and oy + pad_top = sy * jy + ry (every output row is
+    # some phase's; built as arrays: sorting a list of tuples took a third of a new shape's planning)
+    jz, rz = np.divmod(np.arange(dst[0], dtype=np.int64) + pad_begin[0], stride[0])
+    jy, ry = np.divmod(np.arange(dst[1], dtype=np.int64) + pad_begin[1], stride[1])
+    row_phase = (rz[:, None] * stride[1] + ry[None, :]).reshape(-1)
+    row_z, row_index = np.repeat(jz, dst[1]), np.tile(jy, dst[0])
+    nrows = row_phase.size
     col_first = [ph[1] for ph in phases_x]
     col_count = [ph[2] for ph in phases_x]
     nblocks = (cg_out + width - 1) // width
@@ -291,7 +297,7 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
     units: list[tuple[int, int]] = []
     if amx:
         by_phase: dict[int, tuple[list[int], list[int]]] = {}
-        for rzy, jz, jy in rows:
+        for rzy, jz, jy in zip(row_phase.tolist(), row_z.tolist(), row_index.tolist()):
             rz, ry = divmod(rzy, stride[1])
             oz, oy = rz - pad_begin[0] + stride[0] * jz, ry - pad_begin[1] + stride[1] * jy
             for rx in range(stride[2]):
@@ -318,7 +324,7 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
     border_y = border_outputs(phases_y, stride[1], pad_begin[1], src[1], dst[1])
     border_x = np.flatnonzero(border_outputs(phases_x, stride[2], pad_begin[2], src[2], dst[2]))
     kpairs = len(tap_k) if depthwise else cgp // 2
-    phases = int(np.prod(stride))
+    phases = math.prod(stride)
     weight_offsets, offset = [], 0
     if not depthwise:
         for _ in range(g):
@@ -332,8 +338,8 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
         "phase_taps": _table(phase_taps), "phase_tap0": _table(phase_tap0 + [len(tap_offsets)]),
         "tap_offsets": _table(tap_offsets), "tap_kz": _table(k[0] for k in tap_k),
         "tap_ky": _table(k[1] for k in tap_k), "tap_kx": _table(k[2] for k in tap_k),
-        "row_phase": _table(r[0] for r in rows), "row_z": _table(r[1] for r in rows),
-        "row_index": _table(r[2] for r in rows), "col_first": _table(col_first), "col_count": _table(col_count),
+        "row_phase": _table(row_phase), "row_z": _table(row_z),
+        "row_index": _table(row_index), "col_first": _table(col_first), "col_count": _table(col_count),
         "unit_s0": _table(u[0] for u in units), "unit_s1": _table(u[1] for u in units),
         "seg_aoff": _table(seg_aoff), "seg_doff": _table(seg_doff), "seg_m": _table(seg_m),
         "seg_phase": _table(seg_phase), "border_z": _table(border_z), "border_y": _table(border_y),
@@ -341,12 +347,12 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
     }
     # a task's run of consecutive output rows: channels first, a row's last part-filled store window waits
     # for the next row of the run (16 rows at most, and >= 64 runs per image, group and channel block)
-    row_run = 1 if nhwc or amx or depthwise else max(1, min(16, len(rows) // 64))
-    nruns = -(-len(rows) // row_run)
-    ntasks = batch * ((len(rows) if nhwc else geo.src_c) if depthwise
+    row_run = 1 if nhwc or amx or depthwise else max(1, min(16, nrows // 64))
+    nruns = -(-nrows // row_run)
+    ntasks = batch * ((nrows if nhwc else geo.src_c) if depthwise
                       else g * (len(units) if amx else nruns) * nblocks)
     # non-temporal stores of whole windows: channels first, an output far larger than the caches
-    stream = int(not (nhwc or amx or depthwise) and batch * int(np.prod(dst)) * geo.dst_c * (
+    stream = int(not (nhwc or amx or depthwise) and batch * math.prod(dst) * geo.dst_c * (
         2 if geo.dst_type == DataType.BFLOAT16 else 4) >= STREAM_MIN)
     scalars = dict(
         impl=DEPTHWISE if depthwise else GEMM, micro=micro, src_bf16=int(src_bf16),
@@ -358,8 +364,8 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
         pad_front=pad_begin[0], pad_top=pad_begin[1], pad_left=pad_begin[2], padded_d=dp, padded_h=hp,
         padded_w=wp, pad_low_z=plz, pad_low_y=ply, pad_low_x=plx, cg_padded=cgp, pixel_stride=cpt,
         padded_image=dp * hp * wp * (geo.src_c if depthwise else cpt), kpairs=kpairs, block_width=width,
-        nblocks=nblocks, nrows=len(rows), nunits=len(units), ntasks=ntasks, row_run=row_run, stream=stream,
-        dst_image=int(np.prod(dst)) * geo.dst_c, pad_rows=pad_rows, nborder_x=len(border_x),
+        nblocks=nblocks, nrows=nrows, nunits=len(units), ntasks=ntasks, row_run=row_run, stream=stream,
+        dst_image=math.prod(dst) * geo.dst_c, pad_rows=pad_rows, nborder_x=len(border_x),
     )
     spatial = geo.src[3 - geo.dims:], geo.dst[3 - geo.dims:], geo.kernel[3 - geo.dims:]
     kz, ky, kx = geo.kernel
@@ -385,7 +391,7 @@ def weight_array(weight: object, planned: DeconvolutionPlan) -> np.ndarray:
     w = np.asarray(weight)
     if w.dtype.kind not in "fiu" and w.dtype != BFLOAT16:
         raise ValueError(f"weight: expected real numbers, got dtype {w.dtype}")
-    n = int(np.prod(planned.weight_shape))
+    n = math.prod(planned.weight_shape)
     if w.size != n:
         kernel = {1: "kL", 2: "kY, kX", 3: "kD, kH, kW"}[planned.geometry.dims]
         layout = f"[srcC, {kernel}, dstC/group]" if planned.geometry.channels_last else f"[srcC, dstC/group, {kernel}]"
