@@ -221,16 +221,17 @@ SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT, c
     }
 }
 
-/* phase_run with the tap count unrolled for the common small ones (equal in both phases of a pair) */
+/* phase_run with the tap count unrolled for the common small ones (equal in both phases of a pair); BF16
+   outputs come here with AVX-512 only (depthwise_plane) */
 static void phase_columns(const phase_rows *q, int pair)
 {
     const int64_t n = !pair || q->ntaps == q->ntaps_b ? q->ntaps : 0;
 #define PHASE_CASE(NT) \
     case NT: \
         if (pair) \
-            q->bf16 ? phase_run(q, 1, NT, 1) : phase_run(q, 1, NT, 0); \
+            SYNET_AVX512 && q->bf16 ? phase_run(q, 1, NT, 1) : phase_run(q, 1, NT, 0); \
         else \
-            q->bf16 ? phase_run(q, 0, NT, 1) : phase_run(q, 0, NT, 0); \
+            SYNET_AVX512 && q->bf16 ? phase_run(q, 0, NT, 1) : phase_run(q, 0, NT, 0); \
         return;
     switch (n) {
         PHASE_CASE(1)
@@ -242,9 +243,9 @@ static void phase_columns(const phase_rows *q, int pair)
         PHASE_CASE(9)
     default:
         if (pair)
-            q->bf16 ? phase_run(q, 1, 0, 1) : phase_run(q, 1, 0, 0);
+            SYNET_AVX512 && q->bf16 ? phase_run(q, 1, 0, 1) : phase_run(q, 1, 0, 0);
         else
-            q->bf16 ? phase_run(q, 0, 0, 1) : phase_run(q, 0, 0, 0);
+            SYNET_AVX512 && q->bf16 ? phase_run(q, 0, 0, 1) : phase_run(q, 0, 0, 0);
     }
 #undef PHASE_CASE
 }
@@ -341,9 +342,11 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
         /* whole rows, every output row of the plane in order (the plan sorts them): as many as the buffer
            holds; otherwise one row at a time */
         const synet_size batch = width == p->dst_w && p->nrows == p->dst_d * p->dst_h ? DW_COLS / width : 1;
-        /* finished in dst itself (finish_mode) where the phases are vectors (stride_x <= 2); else
-           assembled in the buffer, then stored by the epilogue */
-        const int mode = p->stride_x <= 2 ? finish_mode(p) : 0;
+        /* finished in dst itself (finish_mode) where the phases are vectors (stride_x <= 2), BF16 outputs
+           only with AVX-512 (store_two_bf16; rounding the interleaved vectors as they are stored made D4
+           with BF16 output 1.25x slower at baseline and gained nothing at AVX2); else assembled in the
+           buffer, then stored by the epilogue */
+        const int mode = p->stride_x <= 2 && (SYNET_AVX512 || !p->dst_bf16) ? finish_mode(p) : 0;
         for (synet_size r0 = 0; r0 < p->nrows; r0 += batch) {
             const synet_size nb = SYNET_MIN(batch, p->nrows - r0);
             const synet_size rzy = p->row_phase[r0], rz = rzy / sy, ry = rzy % sy;
