@@ -303,7 +303,7 @@ static void assemble_rows(const synet_deconv_plan *p, const float *pad, const fl
         const synet_size first = rx - p->pad_left + p->stride_x * m0 - x0;
         if (p->stride_x == 1) {
             const phase_rows q = {s + m0, NULL, toff, NULL, wt, NULL, p->phase_taps[phase], 0, m1 - m0, L,
-                                  p->padded_w, out_step, (char *)out + first * (bf16 ? 2 : 4), bias, mode, bf16};
+                                  p->padded_w, out_step, element_at(out, first, bf16), bias, mode, bf16};
             phase_columns(&q, 0);
         } else { /* (through the buffer: mode 0, FP32) */
             float *o = (float *)out + first;
@@ -343,7 +343,7 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
            holds; otherwise one row at a time */
         const synet_size batch = width == p->dst_w && p->nrows == p->dst_d * p->dst_h ? DW_COLS / width : 1;
         /* finished in dst itself (finish_mode) where the phases are vectors (stride_x <= 2), BF16 outputs
-           only with AVX-512 (store_two_bf16; rounding the interleaved vectors as they are stored made D4
+           only with AVX-512 (store_pair_bf16; rounding the interleaved vectors as they are stored made D4
            with BF16 output 1.25x slower at baseline and gained nothing at AVX2); else assembled in the
            buffer, then stored by the epilogue */
         const int mode = p->stride_x <= 2 && (SYNET_AVX512 || !p->dst_bf16) ? finish_mode(p) : 0;
@@ -354,11 +354,11 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
             const synet_size oz = rz - p->pad_front + p->stride_z * p->row_z[r0];
             const synet_size at = (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w + x0;
             const int bf16 = mode && p->dst_bf16;
-            char *out = mode ? (char *)dst + at * (bf16 ? 2 : 4) : (char *)buffer;
+            void *out = mode ? element_at(dst, at, bf16) : buffer;
             for (synet_size q = 0; q < SYNET_MIN(nb, sy); ++q)
                 for (synet_size r = r0 + q, L; r < r0 + nb; r += L * sy) {
                     L = same_phase_rows(p, r, r0 + nb);
-                    assemble_rows(p, pad, w, r, L, x0, width, out + (r - r0) * width * (bf16 ? 2 : 4), sy * width,
+                    assemble_rows(p, pad, w, r, L, x0, width, element_at(out, (r - r0) * width, bf16), sy * width,
                                   p->bias + c, mode, bf16);
                 }
             if (!mode)
@@ -474,7 +474,7 @@ static void depthwise_row_channels_last(const synet_deconv_plan *p, const float 
             const synet_size cn = SYNET_MIN((synet_size)DW_SPAN, C - c0);
             for (synet_size i = 0; i < ni; i += DW_PIXELS) {
                 const synet_size M = SYNET_MIN((synet_size)DW_PIXELS, ni - i);
-                const tile_out to = {(char *)dst + (off + i * pixel_step + c0) * (p->dst_bf16 ? 2 : 4), pixel_step,
+                const tile_out to = {element_at(dst, off + i * pixel_step + c0, p->dst_bf16), pixel_step,
                                      p->bias + c0, mode, p->dst_bf16};
                 channels_last_call(s + i * C + c0, C, toff, w + c0, p->phase_taps[phase], M, cn, tile,
                                    mode ? &to : NULL);

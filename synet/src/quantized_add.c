@@ -113,7 +113,7 @@ SYNET_INLINE float clamp_round(float q, float lo, float hi)
     {                                                                                                       \
         const float pre = k->q_pre, inv = k->q_inv, zero = k->q_zero;                                       \
         for (synet_size i = 0; i < n; ++i)                                                                  \
-            dst[i] = (T##_t)clamp_round(synet_exact_fma(v[i] * pre, inv, zero), lo, hi);                               \
+            dst[i] = (T##_t)clamp_round(synet_exact_fma(v[i] * pre, inv, zero), lo, hi);                    \
     }
 QUANTIZE(u8)
 QUANTIZE(i8)
@@ -530,7 +530,7 @@ SYNET_INLINE float folded_fma(float x, float k, float c, const int in_doubles)
             for (synet_size i = 0; i < n; ++i)                                                                \
                 dst[i] = (T##_t)clamp_round(folded_fma(c, ka, folded_fma((float)b[i], kb, kc, d), d), lo, hi); \
         } else if (mode == 2) {                                                                               \
-            const float c = synet_exact_fma((float)b[0], kb, kc);                                                        \
+            const float c = synet_exact_fma((float)b[0], kb, kc);                                             \
             for (synet_size i = 0; i < n; ++i)                                                                \
                 dst[i] = (T##_t)clamp_round(folded_fma((float)a[i], ka, c, d), lo, hi);                       \
         } else {                                                                                              \
@@ -670,7 +670,7 @@ LANE_VALUES_BOTH(f32, f32)
     {                                                                                                         \
         const float *restrict pre = L->q_pre + j, *restrict inv = L->q_inv + j, *restrict zero = L->q_zero + j; \
         for (synet_size i = 0; i < n; ++i)                                                                    \
-            dst[i] = (T##_t)clamp_round(synet_exact_fma(v[i] * pre[i], inv[i], zero[i]), lo, hi);                        \
+            dst[i] = (T##_t)clamp_round(synet_exact_fma(v[i] * pre[i], inv[i], zero[i]), lo, hi);             \
     }
 LANE_QUANTIZE(u8)
 LANE_QUANTIZE(i8)
@@ -736,15 +736,21 @@ static const lane_generic_row LANE_GENERIC_ROWS[3][3][3] = {
         const float *restrict lo = L->lo + j;                                                                 \
         if (mode == 1) {                                                                                      \
             const float c = (float)a[0];                                                                      \
-            for (synet_size i = 0; i < n; ++i)                                                                \
-                dst[i] = (T##_t)clamp_round(synet_exact_fma(c, ka[i], synet_exact_fma((float)b[i], kb[i], kc[i])), lo[i], hi);      \
+            for (synet_size i = 0; i < n; ++i) {                                                              \
+                const float t = synet_exact_fma((float)b[i], kb[i], kc[i]);                                   \
+                dst[i] = (T##_t)clamp_round(synet_exact_fma(c, ka[i], t), lo[i], hi);                         \
+            }                                                                                                 \
         } else if (mode == 2) {                                                                               \
             const float c = (float)b[0];                                                                      \
-            for (synet_size i = 0; i < n; ++i)                                                                \
-                dst[i] = (T##_t)clamp_round(synet_exact_fma((float)a[i], ka[i], synet_exact_fma(c, kb[i], kc[i])), lo[i], hi);      \
+            for (synet_size i = 0; i < n; ++i) {                                                              \
+                const float t = synet_exact_fma(c, kb[i], kc[i]);                                             \
+                dst[i] = (T##_t)clamp_round(synet_exact_fma((float)a[i], ka[i], t), lo[i], hi);               \
+            }                                                                                                 \
         } else {                                                                                              \
-            for (synet_size i = 0; i < n; ++i)                                                                \
-                dst[i] = (T##_t)clamp_round(synet_exact_fma((float)a[i], ka[i], synet_exact_fma((float)b[i], kb[i], kc[i])), lo[i], hi); \
+            for (synet_size i = 0; i < n; ++i) {                                                              \
+                const float t = synet_exact_fma((float)b[i], kb[i], kc[i]);                                   \
+                dst[i] = (T##_t)clamp_round(synet_exact_fma((float)a[i], ka[i], t), lo[i], hi);               \
+            }                                                                                                 \
         }                                                                                                     \
     }
 LANE_FOLDED(u8)

@@ -66,21 +66,6 @@ SYNET_INLINE vfloat multiply_add(vfloat a, vfloat b, vfloat c)
 
 SYNET_INLINE vfloat load_vf(const float *s) { return *(const vfloat_u *)(const void *)s; }
 
-/* VW bfloat16 values */
-typedef uint16_t vhalf __attribute__((vector_size(VW * 2)));
-typedef uint16_t vhalf_u __attribute__((vector_size(VW * 2), aligned(2)));
-
-/* synet_bf16_nearest on each lane: nearest-even, NaN -> quiet NaN of its sign */
-SYNET_INLINE vhalf bf16_nearest_vf(vfloat x)
-{
-    const vbits b = (vbits)x, high = b >> 16;
-    const vbits nan = (vbits)((b & 0x7FFFFFFFu) > 0x7F800000u);
-    const vbits rounded = (b + 0x7FFFu + (high & 1u)) >> 16, quiet = (high & 0x8000u) | 0x7FC0u;
-    return __builtin_convertvector((rounded & ~nan) | (quiet & nan), vhalf);
-}
-
-
-
 #if SYNET_AVX512
 /* 16 lanes of float32 bits -> bfloat16 bits in the high half of each lane (the low half is not zeroed).
    Two constants only (the bit tests by shifts, NaN by an unordered compare): a kernel's weights stay in
@@ -95,7 +80,10 @@ SYNET_INLINE __m512i synet_bf16_nearest_high_x16(__m512i bits)
 }
 
 /* 16 lanes of float32 bits -> bfloat16 bits in the low half of each lane. */
-SYNET_INLINE __m512i synet_bf16_nearest_x16(__m512i bits) { return _mm512_srli_epi32(synet_bf16_nearest_high_x16(bits), 16); }
+SYNET_INLINE __m512i synet_bf16_nearest_x16(__m512i bits)
+{
+    return _mm512_srli_epi32(synet_bf16_nearest_high_x16(bits), 16);
+}
 
 SYNET_INLINE __m512i synet_bf16_truncate_x16(__m512i bits)
 {
@@ -179,6 +167,25 @@ SYNET_INLINE __m256i synet_mask8(int64_t n)
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n > 8 ? 8 : n)), lane);
 }
 #endif
+
+#if !SYNET_AVX512 && !SYNET_AVX2
+/* VW bfloat16 values */
+typedef uint16_t vhalf __attribute__((vector_size(VW * 2)));
+typedef uint16_t vhalf_u __attribute__((vector_size(VW * 2), aligned(2)));
+
+/* synet_bf16_nearest on each lane: nearest-even, NaN -> quiet NaN of its sign (the levels without AVX2;
+   the others have it as synet_bf16_nearest_x16 / _x8) */
+SYNET_INLINE vhalf bf16_nearest_vf(vfloat x)
+{
+    const vbits b = (vbits)x, high = b >> 16;
+    const vbits nan = (vbits)((b & 0x7FFFFFFFu) > 0x7F800000u);
+    const vbits rounded = (b + 0x7FFFu + (high & 1u)) >> 16, quiet = (high & 0x8000u) | 0x7FC0u;
+    return __builtin_convertvector((rounded & ~nan) | (quiet & nan), vhalf);
+}
+#endif
+
+/* element i of out: FP32, or (bf16) BF16 bits */
+SYNET_INLINE void *element_at(void *out, int64_t i, int bf16) { return (char *)out + i * (bf16 ? 2 : 4); }
 
 /* v to elements i..i + VW - 1 of out: FP32, or (bf16) their BF16 bits (synet_bf16_nearest) */
 SYNET_INLINE void store_vf(void *out, int64_t i, vfloat v, int bf16)
