@@ -425,15 +425,13 @@ SYNET_INLINE void channels_last_tile(const float *s, synet_size C, const int64_t
     }
 }
 
-static void channels_last_call(const float *s, synet_size C, const int64_t *toff, const float *w, int64_t ntaps,
-                               synet_size M, synet_size cn, float *tile, const tile_out *to)
+/* channels_last_tile with the tap count unrolled for the common small ones */
+SYNET_INLINE void channels_last_taps(const float *s, synet_size C, const int64_t *toff, const float *w, int64_t ntaps,
+                                     synet_size M, synet_size cn, float *tile, const tile_out *to, const int BF16)
 {
 #define TILE_CASE(NT) \
     case NT: \
-        if (to && to->bf16) \
-            channels_last_tile(s, C, toff, w, ntaps, M, cn, tile, to, NT, 1); \
-        else \
-            channels_last_tile(s, C, toff, w, ntaps, M, cn, tile, to, NT, 0); \
+        channels_last_tile(s, C, toff, w, ntaps, M, cn, tile, to, NT, BF16); \
         return;
     switch (ntaps) {
         TILE_CASE(1)
@@ -444,12 +442,26 @@ static void channels_last_call(const float *s, synet_size C, const int64_t *toff
         TILE_CASE(8)
         TILE_CASE(9)
     default:
-        if (to && to->bf16)
-            channels_last_tile(s, C, toff, w, ntaps, M, cn, tile, to, 0, 1);
-        else
-            channels_last_tile(s, C, toff, w, ntaps, M, cn, tile, to, 0, 0);
+        channels_last_tile(s, C, toff, w, ntaps, M, cn, tile, to, 0, BF16);
     }
 #undef TILE_CASE
+}
+
+/* the BF16-output tiles in a function of their own: inlined beside the FP32 ones, they cost D4h FP32 1.05x */
+static __attribute__((noinline)) void channels_last_bf16(const float *s, synet_size C, const int64_t *toff,
+                                                         const float *w, int64_t ntaps, synet_size M, synet_size cn,
+                                                         const tile_out *to)
+{
+    channels_last_taps(s, C, toff, w, ntaps, M, cn, NULL, to, 1);
+}
+
+static void channels_last_call(const float *s, synet_size C, const int64_t *toff, const float *w, int64_t ntaps,
+                               synet_size M, synet_size cn, float *tile, const tile_out *to)
+{
+    if (to && to->bf16)
+        channels_last_bf16(s, C, toff, w, ntaps, M, cn, to);
+    else
+        channels_last_taps(s, C, toff, w, ntaps, M, cn, tile, to, 0);
 }
 
 /* Channels last: one output row of one image, phase by phase, in tiles of pixels x channels; each output
