@@ -266,11 +266,12 @@ def test_depthwise_rows_assembled_in_dst(width, stride, act, bad):
 @pytest.mark.parametrize("act, dst_bf16, bad", [(Activation.IDENTITY, False, ()), (Activation.RELU, False, ()),
                                                 (Activation.RELU, False, ((0.3, np.nan), (0.6, np.inf))),
                                                 (Activation.RELU, True, ()), (Activation.SWISH, False, ())])
-def test_depthwise_channels_last_tiles_stored_to_dst(channels, act, dst_bf16, bad):
+@pytest.mark.parametrize("hw", [(6, 19), (2, 150)])  # a phase row of 10 pixels; of 75, in two tiles (64 + 11)
+def test_depthwise_channels_last_tiles_stored_to_dst(channels, act, dst_bf16, bad, hw):
     """Channels-last depthwise tiles with FP32 output and IDENTITY / RELU store bias + sum (activated)
     straight to dst, vectors and the tail channels past them; BF16 outputs and other activations go
     through the tile buffer and the epilogue."""
-    _, _, y = run_case("NHWC", 2, 1, 1, channels, (6, 19), (4, 4), (2, 2), (1, 1), 1, False, dst_bf16, act, True,
+    _, _, y = run_case("NHWC", 2, 1, 1, channels, hw, (4, 4), (2, 2), (1, 1), 1, False, dst_bf16, act, True,
                        channels + 7, bad_weights=bad)
     if bad:
         assert np.isnan(y).any()
