@@ -367,8 +367,9 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
     }
 }
 
-/* Channels last: DW_SPAN channels of up to DW_PIXELS output pixels of a phase, summed in a tile
-   [pixel][channel] (row stride DW_SPAN) that is stored once per phase row segment. */
+/* Channels last: DW_SPAN channels of up to DW_PIXELS output pixels of a phase, summed in registers and
+   stored to dst with IDENTITY / RELU (finish_mode), else to a tile [pixel][channel] (row stride DW_SPAN)
+   that the epilogue stores. */
 #define DW_NV (VW == 16 ? 4 : 2) /* vectors of channels in a span: NT x DW_NV weights stay in registers */
 #define DW_SPAN (DW_NV * VW)
 #define DW_PIXELS 64 /* a phase row of D4h in one tile: with 16, D4h 1.08x slower (the weights loaded per tile) */
