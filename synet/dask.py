@@ -12,9 +12,10 @@
 - ``conv_transpose2d`` (and ``conv_transpose1d`` / ``conv_transpose3d``) chunk along
   the batch; the other axes are made one chunk. The weights travel once: a ``Deconvolution16b`` prepared
   here (which checks every argument now) is pickled — its init arguments and BF16-rounded weights, never
-  the packed ones — into one graph key that every chunk task depends on. A worker fetches that key once,
-  unpickles it once (repacking for its own CPU) and keeps it while its tasks need it; a chunk of another
-  batch size gets a context derived from it, once per worker.
+  the packed ones — into one graph key that every chunk task depends on. A worker fetches that key,
+  unpickles it once (repacking for its own CPU) and keeps it while its tasks need it, and the context
+  among its last four after that (should the scheduler send the key again, it is not repacked again); a
+  chunk of another batch size gets a context derived from it, once per worker.
 - ``gather_elements`` chunks along every axis but ``axis`` (data's ``axis`` is made one chunk);
   ``quantized_add`` along every axis but the one per-axis scales / zero points (and PRELU slopes) run
   along. A NumPy operand is one graph key too (sent once per worker; each task takes its block of it); a
@@ -126,6 +127,8 @@ def _check_threads(n_threads) -> None:
 
 _BUILT: collections.Counter = collections.Counter()   # token -> times unpickled in this process (tests)
 _LIVE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()   # token -> the object, while in use here
+_RECENT: collections.OrderedDict = collections.OrderedDict()   # token -> the last contexts built here, kept
+_RECENT_CONTEXTS = 4
 _LOCK = threading.Lock()
 
 
@@ -133,17 +136,20 @@ class _Shared:
     """What every chunk task of one call needs (a prepared context, a NumPy operand), as one graph key.
 
     It is the pickle of the object, made once, when the graph is made (a snapshot: a NumPy operand changed
-    afterwards does not change the result): the scheduler only moves bytes; a worker fetches the key
-    once, keeps it while its tasks need it, and unpickles it on first use, once per process while it is
-    in use there (copies of the same key share it, by token)."""
+    afterwards does not change the result): the scheduler only moves bytes; a worker fetches the key,
+    keeps it while its tasks need it, and unpickles it on first use, once per process while it is
+    in use there (copies of the same key share it, by token). With `keep`, the process also keeps the
+    value among its last `_RECENT_CONTEXTS` ones after the key is gone: the scheduler's active memory
+    manager drops a replica from a worker with no chunk task left, and work stealing may then send it
+    another one, and the key with it; a prepared context is then not unpickled and repacked again."""
 
-    def __init__(self, token: str, blob: bytes):
-        self.token, self.blob = token, blob
+    def __init__(self, token: str, blob: bytes, keep: bool):
+        self.token, self.blob, self.keep = token, blob, keep
         self._value = None
         self._lock = threading.Lock()
 
     def __reduce__(self):
-        return _Shared, (self.token, self.blob)
+        return _Shared, (self.token, self.blob, self.keep)
 
     @property
     def nbytes(self) -> int:
@@ -159,6 +165,11 @@ class _Shared:
                         value = pickle.loads(self.blob)
                         _BUILT[self.token] += 1
                         _LIVE[self.token] = value
+                    if self.keep:
+                        _RECENT[self.token] = value
+                        _RECENT.move_to_end(self.token)
+                        while len(_RECENT) > _RECENT_CONTEXTS:
+                            _RECENT.popitem(last=False)
                     self._value = value
         return self._value
 
@@ -173,10 +184,11 @@ class _Arrays:
         return _Arrays, self.arrays
 
 
-def _shared(value, *token_parts):
-    """One graph key holding `value` (weakly referable: a context holder, an ndarray, `_Arrays`)."""
+def _shared(value, *token_parts, keep: bool = False):
+    """One graph key holding `value` (weakly referable: a context holder, an ndarray, `_Arrays`); `keep`:
+    a worker process keeps it among its last few after use (for contexts, whose unpickling repacks)."""
     token = tokenize("synet.dask", *token_parts)
-    shared = _Shared(token, pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+    shared = _Shared(token, pickle.dumps(value, pickle.HIGHEST_PROTOCOL), keep)
     return dask.delayed(shared, name=f"synet-shared-{token}", pure=True)
 
 
@@ -359,7 +371,8 @@ activation_params, out_dtype
         batch = sizes.most_common(1)[0][0] if sizes else 1
         context = synet.Deconvolution16b(batch, conv)
         context.set_params(w, bias, activation_params)   # every check of weight, bias and params, now
-        shared = _shared(_Contexts(context, batch), "conv_transpose2d", conv, batch, w, bias, activation_params)
+        shared = _shared(_Contexts(context, batch), "conv_transpose2d", conv, batch, w, bias, activation_params,
+                         keep=True)
         dtype = np.dtype(_deconvolution_plan.BFLOAT16 if conv.dst_type == synet.DataType.BFLOAT16 else np.float32)
         result = _batched(x, "conv_transpose2d", shared, _conv_block, shape[1:], dtype,
                           dict(image_shape=shape[1:], image_dtype=dtype, n_threads=n_threads))

@@ -172,13 +172,51 @@ def test_one_shared_key_per_call():
     keys = shared_keys(result)
     assert len(keys) == 1
     graph = dict(result.__dask_graph__())
-    shared = graph[keys[0]]
-    shared = getattr(shared, "value", shared)   # a DataNode in newer dask
+    shared = shared_of(result)
     assert isinstance(shared, sd._Shared) and shared.nbytes < 16 * 4 * 4 * 8 * 4 // 2 + 4096
     dependents = [k for k in graph if keys[0] in dask.core.get_dependencies(graph, k)]
     assert len(dependents) == 20
     for name in ("gather dask data, numpy indices", "qadd numpy b broadcast"):
         assert len(shared_keys(CASES[name]()[0])) == 1
+
+
+def shared_of(result):
+    shared = dict(result.__dask_graph__())[shared_keys(result)[0]]
+    return getattr(shared, "value", shared)   # a DataNode in newer dask
+
+
+def test_process_keeps_its_last_four_contexts():
+    """A copy of a context's key arriving after the first one is gone (the scheduler sent it again)
+    reuses the context built here, while it is among the last four; a NumPy operand's key is not kept."""
+    import gc
+    import pickle
+
+    def arrives(shared):   # what a worker holds: its own copy of the key's bytes, unpickled on use
+        return pickle.loads(pickle.dumps(shared)).value
+
+    first = shared_of(conv_case(n=6, chunk=2, seed=31)[0])
+    others = [shared_of(conv_case(n=6, chunk=2, seed=32 + i)[0]) for i in range(4)]
+    built = sd._BUILT[first.token]
+    context = arrives(first)
+    gc.collect()
+    assert arrives(first) is context and sd._BUILT[first.token] == built + 1
+    del context
+    for other in others[:3]:
+        arrives(other)
+    gc.collect()
+    assert sd._BUILT[first.token] == built + 1 and arrives(first) is not None
+    assert sd._BUILT[first.token] == built + 1   # still among the last four
+    for other in others:
+        arrives(other)
+    gc.collect()
+    arrives(first)
+    assert sd._BUILT[first.token] == built + 2   # four others since: unpickled again
+    operand = shared_of(CASES["qadd numpy b broadcast"]()[0])
+    before = sd._BUILT[operand.token]
+    arrives(operand)
+    gc.collect()
+    arrives(operand)
+    assert sd._BUILT[operand.token] == before + 2
 
 
 def test_numpy_operand_is_a_snapshot():
@@ -312,8 +350,12 @@ def client():
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, saved) if p)   # the workers import this synet
     try:
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None, worker_dashboard_address=None, silence_logs=logging.CRITICAL)
+        # the active memory manager every 5 ms, not 2 s: it drops a worker's replica of the context's key
+        # between its chunk tasks, and stealing sends it again (the context must not be rebuilt)
+        with dask.config.set({"distributed.scheduler.active-memory-manager.interval": "5ms"}):
+            cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                   dashboard_address=None, worker_dashboard_address=None,
+                                   silence_logs=logging.CRITICAL)
     finally:
         if saved is None:
             del os.environ["PYTHONPATH"]
