@@ -132,10 +132,33 @@ SYNET_INLINE float finish1(float x, float bias, const int mode)
     return mode == 2 ? synet_act_relu(x) : x;
 }
 
-/* The sums of a row at source index i..i + VW - 1: phase a's (a), and with two phases phase b's (b) */
-SYNET_INLINE void phase_sums(const phase_rows *q, const float *const *sa, const vfloat *wa, const float *const *sb,
-                             const vfloat *wb, int64_t i, vfloat *a, vfloat *b, const int pair, const int NT)
+/* The sums of a pair's two phases, NT taps each, where phase b's odd taps read what phase a's even ones
+   before them read (sb[t] == sa[t - 1]: stride 2 and kernel 4 with odd padding, the taps of a row one
+   column apart): those vectors are loaded once (D4 8 -> 6 loads a step) */
+SYNET_INLINE void shared_pair_sums(const float *const *sa, const vfloat *wa, const float *const *sb, const vfloat *wb,
+                                   int64_t i, vfloat *a, vfloat *b, const int NT)
 {
+    vfloat sum_a = {}, sum_b = {}, even = {};
+    for (int t = 0; t < NT; ++t) {
+        const vfloat x = load_vf(sa[t] + i);
+        sum_a = multiply_add(wa[t], x, sum_a);
+        sum_b = multiply_add(wb[t], t % 2 ? even : load_vf(sb[t] + i), sum_b);
+        even = x;
+    }
+    *a = sum_a;
+    *b = sum_b;
+}
+
+/* The sums of a row at source index i..i + VW - 1: phase a's (a), and with two phases phase b's (b); SHARE:
+   the pair's taps as shared_pair_sums takes them */
+SYNET_INLINE void phase_sums(const phase_rows *q, const float *const *sa, const vfloat *wa, const float *const *sb,
+                             const vfloat *wb, int64_t i, vfloat *a, vfloat *b, const int pair, const int NT,
+                             const int SHARE)
+{
+    if (SHARE) {
+        shared_pair_sums(sa, wa, sb, wb, i, a, b, NT);
+        return;
+    }
     *a = NT > 0 ? hoisted_vector(sa, wa, i, NT) : phase_vector(q->s, q->toff, q->w, q->ntaps, i);
     if (pair)
         *b = NT > 0 ? hoisted_vector(sb, wb, i, NT) : phase_vector(q->s_b, q->toff_b, q->w_b, q->ntaps_b, i);
@@ -144,10 +167,11 @@ SYNET_INLINE void phase_sums(const phase_rows *q, const float *const *sa, const 
 /* The outputs x..x + VW - 1 (lo) of a row at source index i, or with two phases x..x + 2 VW - 1 (lo, hi):
    out[2i] = phase a (i), out[2i + 1] = phase b (i). */
 SYNET_INLINE void phase_vectors(const phase_rows *q, const float *const *sa, const vfloat *wa, const float *const *sb,
-                                const vfloat *wb, int64_t i, vfloat *lo, vfloat *hi, const int pair, const int NT)
+                                const vfloat *wb, int64_t i, vfloat *lo, vfloat *hi, const int pair, const int NT,
+                                const int SHARE)
 {
     vfloat a, b;
-    phase_sums(q, sa, wa, sb, wb, i, &a, &b, pair, NT);
+    phase_sums(q, sa, wa, sb, wb, i, &a, &b, pair, NT, SHARE);
     *lo = a;
     if (pair) {
         *lo = __builtin_shufflevector(a, b, INTERLEAVE_LO);
@@ -175,7 +199,7 @@ SYNET_INLINE void store_pair_bf16(void *out, int64_t i, vfloat a, vfloat b)
    reload them at every vector). A row's last vector may read up to 2 VW - 1 source columns past its
    outputs' (the scratch has room); its outputs past nout are not stored. BF16: q->bf16 (a constant, so
    that the FP32 loop has no test in it: D4 1.17x slower with one). */
-SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT, const int BF16)
+SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT, const int BF16, const int SHARE)
 {
     vfloat wa[DW_UNROLL_MAX], wb[DW_UNROLL_MAX];
     const float *sa[DW_UNROLL_MAX], *sb[DW_UNROLL_MAX];
@@ -200,19 +224,19 @@ SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT, c
 #if SYNET_AVX512
             if (pair && BF16) {
                 vfloat a, b;
-                phase_sums(q, sa, wa, sb, wb, so + x / 2, &a, &b, pair, NT);
+                phase_sums(q, sa, wa, sb, wb, so + x / 2, &a, &b, pair, NT, SHARE);
                 store_pair_bf16(out, o + x, finish(a, bias, mode), finish(b, bias, mode));
                 continue;
             }
 #endif
-            phase_vectors(q, sa, wa, sb, wb, so + (pair ? x / 2 : x), &lo, &hi, pair, NT);
+            phase_vectors(q, sa, wa, sb, wb, so + (pair ? x / 2 : x), &lo, &hi, pair, NT, SHARE);
             store_vf(out, o + x, finish(lo, bias, mode), BF16);
             if (pair)
                 store_vf(out, o + x + VW, finish(hi, bias, mode), BF16);
         }
         if (x < nout) {
             float last[2 * VW];
-            phase_vectors(q, sa, wa, sb, wb, so + (pair ? x / 2 : x), &lo, &hi, pair, NT);
+            phase_vectors(q, sa, wa, sb, wb, so + (pair ? x / 2 : x), &lo, &hi, pair, NT, SHARE);
             *(vfloat_u *)(void *)last = finish(lo, bias, mode);
             *(vfloat_u *)(void *)(last + VW) = finish(hi, bias, mode);
             for (int64_t k = 0; k < nout - x; ++k)
@@ -221,17 +245,33 @@ SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT, c
     }
 }
 
-/* phase_run with the tap count unrolled for the common small ones (equal in both phases of a pair); BF16
-   outputs come here with AVX-512 only (depthwise_plane) */
+/* Whether a pair's phase b reads at its odd taps what phase a reads at the even ones before them
+   (shared_pair_sums) */
+static int pair_shares_taps(const phase_rows *q)
+{
+    for (int64_t t = 1; t < q->ntaps; t += 2)
+        if (q->s_b + q->toff_b[t] != q->s + q->toff[t - 1])
+            return 0;
+    return 1;
+}
+
+/* phase_run with the tap count unrolled for the common small ones (equal in both phases of a pair), and
+   pairs of 4 taps that share (stride 2, kernel 4, odd padding) on their own; BF16 outputs come here with
+   AVX-512 only (depthwise_plane) */
 static void phase_columns(const phase_rows *q, int pair)
 {
     const int64_t n = !pair || q->ntaps == q->ntaps_b ? q->ntaps : 0;
+    const int bf16 = SYNET_AVX512 && q->bf16;
+    if (pair && n == 4 && pair_shares_taps(q)) {
+        bf16 ? phase_run(q, 1, 4, 1, 1) : phase_run(q, 1, 4, 0, 1);
+        return;
+    }
 #define PHASE_CASE(NT) \
     case NT: \
         if (pair) \
-            SYNET_AVX512 && q->bf16 ? phase_run(q, 1, NT, 1) : phase_run(q, 1, NT, 0); \
+            bf16 ? phase_run(q, 1, NT, 1, 0) : phase_run(q, 1, NT, 0, 0); \
         else \
-            SYNET_AVX512 && q->bf16 ? phase_run(q, 0, NT, 1) : phase_run(q, 0, NT, 0); \
+            bf16 ? phase_run(q, 0, NT, 1, 0) : phase_run(q, 0, NT, 0, 0); \
         return;
     switch (n) {
         PHASE_CASE(1)
@@ -243,9 +283,9 @@ static void phase_columns(const phase_rows *q, int pair)
         PHASE_CASE(9)
     default:
         if (pair)
-            SYNET_AVX512 && q->bf16 ? phase_run(q, 1, 0, 1) : phase_run(q, 1, 0, 0);
+            bf16 ? phase_run(q, 1, 0, 1, 0) : phase_run(q, 1, 0, 0, 0);
         else
-            SYNET_AVX512 && q->bf16 ? phase_run(q, 0, 0, 1) : phase_run(q, 0, 0, 0);
+            bf16 ? phase_run(q, 0, 0, 1, 0) : phase_run(q, 0, 0, 0, 0);
     }
 #undef PHASE_CASE
 }
