@@ -193,12 +193,58 @@ SYNET_INLINE void store_pair_bf16(void *out, int64_t i, vfloat a, vfloat b)
 }
 #endif
 
+/* A pair's sums a (phase a) and b at one source index, finished and stored interleaved as outputs
+   at..at + 2 VW - 1 */
+SYNET_INLINE void store_pair(void *out, int64_t at, vfloat a, vfloat b, vfloat bias, int mode, const int BF16)
+{
+    a = finish(a, bias, mode);
+    b = finish(b, bias, mode);
+#if SYNET_AVX512
+    if (BF16) {
+        store_pair_bf16(out, at, a, b);
+        return;
+    }
+#endif
+    store_vf(out, at, __builtin_shufflevector(a, b, INTERLEAVE_LO), BF16);
+    store_vf(out, at + VW, __builtin_shufflevector(a, b, INTERLEAVE_HI), BF16);
+}
+
+/* SHARE 2: a pair of 4-tap phases that shares as shared_pair_sums takes it and whose taps 2 and 3 read
+   the row above taps 0 and 1 (sa[2] + s_step == sa[0], sa[3] + s_step == sa[1], sb[2] + s_step == sb[0]:
+   kernel 4 and odd padding along y too). Outputs x..x + 2 VW - 1 of every row, rows inner: a row's
+   three new source vectors (phase a's taps 0 and 1, phase b's tap 0) are the next row's other three,
+   so each row loads three vectors instead of six; the same sums in the same tap order. */
+SYNET_INLINE void marching_pair(const float *const *sa, const vfloat *wa, const float *const *sb, const vfloat *wb,
+                                int64_t x, int64_t rows, int64_t s_step, void *out, int64_t out_step, vfloat bias,
+                                int mode, const int BF16)
+{
+    const int64_t i = x / 2;
+    vfloat up_a0 = load_vf(sa[2] + i), up_a1 = load_vf(sa[3] + i), up_b0 = load_vf(sb[2] + i);
+    for (int64_t r = 0; r < rows; ++r) {
+        const int64_t k = r * s_step + i;
+        const vfloat a0 = load_vf(sa[0] + k), a1 = load_vf(sa[1] + k), b0 = load_vf(sb[0] + k);
+        const vfloat zero = {};
+        vfloat a = multiply_add(wa[0], a0, zero), b = multiply_add(wb[0], b0, zero);
+        a = multiply_add(wa[1], a1, a);
+        b = multiply_add(wb[1], a0, b);
+        a = multiply_add(wa[2], up_a0, a);
+        b = multiply_add(wb[2], up_b0, b);
+        a = multiply_add(wa[3], up_a1, a);
+        b = multiply_add(wb[3], up_a0, b);
+        store_pair(out, r * out_step + x, a, b, bias, mode, BF16);
+        up_a0 = a0;
+        up_a1 = a1;
+        up_b0 = b0;
+    }
+}
+
 /* q's rows: out[r * out_step + x] for x < nout = phase(i) at source index r * s_step + i, i = x (one phase)
    or, interleaved, i = x / 2 of phase a (x even) or b (x odd). NT > 0 taps (both phases): their weights
    and source rows are loaded once, in registers (the stores to out could alias w, so the compiler would
    reload them at every vector). A row's last vector may read up to 2 VW - 1 source columns past its
    outputs' (the scratch has room); its outputs past nout are not stored. BF16: q->bf16 (a constant, so
-   that the FP32 loop has no test in it: D4 1.17x slower with one). */
+   that the FP32 loop has no test in it: D4 1.17x slower with one). SHARE: 1, a pair's sums as
+   shared_pair_sums makes them; 2, and its whole vectors by marching_pair. */
 SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT, const int BF16, const int SHARE)
 {
     vfloat wa[DW_UNROLL_MAX], wb[DW_UNROLL_MAX];
@@ -216,23 +262,21 @@ SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT, c
     const int mode = q->mode;
     const vfloat bias = mode ? splat(*q->bias) : (vfloat){};
     void *const out = q->out;
+    const int64_t full = nout - nout % per; /* outputs in whole vectors */
+    if (SHARE == 2)
+        for (int64_t x = 0; x < full; x += per)
+            marching_pair(sa, wa, sb, wb, x, q->rows, q->s_step, out, q->out_step, bias, mode, BF16);
     vfloat lo, hi = {};
     for (int64_t r = 0; r < q->rows; ++r) {
         const int64_t o = r * q->out_step, so = r * q->s_step;
-        int64_t x = 0;
-        for (; x + per <= nout; x += per) {
-#if SYNET_AVX512
-            if (pair && BF16) {
-                vfloat a, b;
-                phase_sums(q, sa, wa, sb, wb, so + x / 2, &a, &b, pair, NT, SHARE);
-                store_pair_bf16(out, o + x, finish(a, bias, mode), finish(b, bias, mode));
-                continue;
-            }
-#endif
-            phase_vectors(q, sa, wa, sb, wb, so + (pair ? x / 2 : x), &lo, &hi, pair, NT, SHARE);
-            store_vf(out, o + x, finish(lo, bias, mode), BF16);
+        int64_t x = SHARE == 2 ? full : 0;
+        for (; x < full; x += per) {
+            vfloat a, b = {};
+            phase_sums(q, sa, wa, sb, wb, so + (pair ? x / 2 : x), &a, &b, pair, NT, SHARE);
             if (pair)
-                store_vf(out, o + x + VW, finish(hi, bias, mode), BF16);
+                store_pair(out, o + x, a, b, bias, mode, BF16);
+            else
+                store_vf(out, o + x, finish(a, bias, mode), BF16);
         }
         if (x < nout) {
             float last[2 * VW];
@@ -255,6 +299,13 @@ static int pair_shares_taps(const phase_rows *q)
     return 1;
 }
 
+/* Whether a sharing pair of 4 taps reads the row above at taps 2 and 3 (marching_pair) */
+static int pair_marches(const phase_rows *q)
+{
+    return q->toff[2] + q->s_step == q->toff[0] && q->toff[3] + q->s_step == q->toff[1] &&
+           q->toff_b[2] + q->s_step == q->toff_b[0];
+}
+
 /* phase_run with the tap count unrolled for the common small ones (equal in both phases of a pair), and
    pairs of 4 taps that share (stride 2, kernel 4, odd padding) on their own; BF16 outputs come here with
    AVX-512 only (depthwise_plane) */
@@ -263,7 +314,10 @@ static void phase_columns(const phase_rows *q, int pair)
     const int64_t n = !pair || q->ntaps == q->ntaps_b ? q->ntaps : 0;
     const int bf16 = SYNET_AVX512 && q->bf16;
     if (pair && n == 4 && pair_shares_taps(q)) {
-        bf16 ? phase_run(q, 1, 4, 1, 1) : phase_run(q, 1, 4, 0, 1);
+        if (VW >= 8 && pair_marches(q)) /* (4 lanes in 16 registers: D4 at baseline 1.11x slower) */
+            bf16 ? phase_run(q, 1, 4, 1, 2) : phase_run(q, 1, 4, 0, 2);
+        else
+            bf16 ? phase_run(q, 1, 4, 1, 1) : phase_run(q, 1, 4, 0, 1);
         return;
     }
 #define PHASE_CASE(NT) \
