@@ -308,6 +308,28 @@ def test_depthwise_bf16_outputs_rounded_as_stored(layout, channels, width, strid
     assert (corner == np.array(expected, np.uint16)[None, :, None]).all()
 
 
+@pytest.mark.parametrize("pads", [(1, 1), (0, 1), (2, 3), (3, 1), (1, 0), (2, 2)])   # (top, left)
+@pytest.mark.parametrize("width", [16, 37, 64])
+@pytest.mark.parametrize("act, out_dtype", [("identity", None), ("relu", "bf16")])
+def test_depthwise_columns_marched_down_rows(pads, width, act, out_dtype):
+    """Channels first, kernel 4 stride 2 with an odd left pad: the two x phases' whole vectors are computed
+    column by column down a phase's rows, each row's source vectors reused by the next row (tails row by
+    row; an even left pad takes the row-by-row loop): the same bits as channels last, with inf and NaN in
+    the source, on every row and column."""
+    rng = np.random.default_rng(width + 10 * pads[0] + pads[1])
+    channels = 6
+    x = rng.standard_normal((2, channels, 9, width)).astype(np.float32)
+    x[0, 1, 4, 5], x[1, 3, 8, width - 1], x[1, 2, 0, 0] = np.inf, np.nan, -np.inf
+    w = rng.standard_normal((channels, 1, 4, 4)).astype(np.float32)
+    bias = rng.standard_normal(channels).astype(np.float32)
+    kwargs = dict(stride=2, padding=pads, groups=channels, activation=act, out_dtype=out_dtype)
+    first = conv_transpose2d(x, w, bias, layout="NCHW", **kwargs)
+    last = conv_transpose2d(to_nhwc(x), to_nhwc(w), bias, layout="NHWC", **kwargs)
+    bits = np.uint16 if out_dtype else np.uint32
+    assert np.array_equal(first.view(bits), to_nchw(last).view(bits))
+    assert np.isnan(first.astype(np.float32)).any() and np.isinf(first.astype(np.float32)).any()
+
+
 @pytest.mark.parametrize("width, stride, dst_bf16", [(3, 2, True), (1, 2, False), (5, 1, True), (4, 3, False)])
 def test_depthwise_narrow_rows_batched(width, stride, dst_bf16):
     """Narrow channels-first depthwise rows are assembled many to a buffer (each row's tail vector spills

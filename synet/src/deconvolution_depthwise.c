@@ -211,7 +211,7 @@ SYNET_INLINE void store_pair(void *out, int64_t at, vfloat a, vfloat b, vfloat b
 
 /* SHARE 2: a pair of 4-tap phases that shares as shared_pair_sums takes it and whose taps 2 and 3 read
    the row above taps 0 and 1 (sa[2] + s_step == sa[0], sa[3] + s_step == sa[1], sb[2] + s_step == sb[0]:
-   kernel 4 and odd padding along y too). Outputs x..x + 2 VW - 1 of every row, rows inner: a row's
+   kernel 4 and stride 2 along y, any padding). Outputs x..x + 2 VW - 1 of every row, rows inner: a row's
    three new source vectors (phase a's taps 0 and 1, phase b's tap 0) are the next row's other three,
    so each row loads three vectors instead of six; the same sums in the same tap order. */
 SYNET_INLINE void marching_pair(const float *const *sa, const vfloat *wa, const float *const *sb, const vfloat *wb,
