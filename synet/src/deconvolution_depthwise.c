@@ -11,17 +11,17 @@
 #define DW_COLS 1024 /* output columns of one channels-first row assembled at a time */
 #define DW_UNROLL_MAX 9 /* the most taps phase_columns unrolls */
 
-/* Row r (< padded_d * padded_h) of one image's (or channels first, one plane's) BF16-rounded FP32 copy at
+/* Row (zp, yp) of one image's (or channels first, one plane's) BF16-rounded FP32 copy at
    image, `pix` floats a column, from its source at src: zeros where the row is outside src, else the
    converted source row between zeros. Edges of up to VW floats are zeroed by one vector store each,
    before the values overwrite what they cover, where the `room` floats from the row's start are the
    caller's to write (the rows after it written later). */
-static void padded_row(const synet_deconv_plan *p, const char *src, float *image, synet_size pix, synet_size r,
-                       synet_size room)
+static void padded_row(const synet_deconv_plan *p, const char *src, float *image, synet_size pix, synet_size zp,
+                       synet_size yp, synet_size room)
 {
     const synet_size W = p->padded_w * pix, left = p->pad_low_x * pix, n = p->src_w * pix, right = W - left - n;
-    const synet_size y = r % p->padded_h - p->pad_low_y, z = r / p->padded_h - p->pad_low_z;
-    float *d = image + r * W;
+    const synet_size y = yp - p->pad_low_y, z = zp - p->pad_low_z;
+    float *d = image + (zp * p->padded_h + yp) * W;
     if (y < 0 || y >= p->src_h || z < 0 || z >= p->src_d) {
         memset(d, 0, W * 4);
         return;
@@ -44,7 +44,8 @@ void deconv_depthwise_pad_row(const synet_deconv_plan *p, const void *src, void 
 {
     const synet_size rows = p->padded_d * p->padded_h, n = r / rows, pix = p->src_c;
     padded_row(p, (const char *)src + n * p->src_d * p->src_h * p->src_w * pix * (p->src_bf16 ? 2 : 4),
-               (float *)image + n * rows * p->padded_w * pix, pix, r % rows, p->padded_w * pix);
+               (float *)image + n * rows * p->padded_w * pix, pix, r % rows / p->padded_h, r % p->padded_h,
+               p->padded_w * pix);
 }
 
 /* One vector of outputs i..i+VW-1 of a phase: sum_t w[t] * s[toff[t] + i], in tap order. BF16 products
@@ -363,8 +364,9 @@ static const float *pad_plane(const synet_deconv_plan *p, const void *src, float
 {
     const synet_size rows = p->padded_d * p->padded_h;
     const char *plane = (const char *)src + task * p->src_d * p->src_h * p->src_w * (p->src_bf16 ? 2 : 4);
-    for (synet_size r = 0; r < rows; ++r)
-        padded_row(p, plane, pad, 1, r, (rows - r) * p->padded_w);
+    for (synet_size zp = 0, r = 0; zp < p->padded_d; ++zp)
+        for (synet_size yp = 0; yp < p->padded_h; ++yp, ++r) /* (no division a row) */
+            padded_row(p, plane, pad, 1, zp, yp, (rows - r) * p->padded_w);
     return pad;
 }
 
