@@ -33,6 +33,19 @@ from ._types import (
 GEMM, DEPTHWISE = 1, 2
 MICRO_FP32, MICRO_BF16, MICRO_AMX = 0, 1, 2
 MICRO_NAMES = {MICRO_FP32: "fp32", MICRO_BF16: "avx512bf16", MICRO_AMX: "amx-bf16"}
+# input channels per group in the padded image are a multiple of these: AMX tiles take 32 at a time, the
+# vdpbf16ps kernel two pairs (4 channels), the FP32 kernel one pair
+CHANNEL_MULTIPLE = {MICRO_FP32: 2, MICRO_BF16: 4, MICRO_AMX: 32}
+
+
+def pair_channels(micro: int, kpairs: int) -> np.ndarray:
+    """The input channel of each packed weight position 2k + e (pair k, low half e = 0, high half e = 1):
+    2k + e, except for the vdpbf16ps kernel, which packs 4 channels c .. c + 3 as (c + 2, c), (c + 3, c + 1)
+    (src/deconvolution.c: pair_weights)."""
+    channels = np.arange(2 * kpairs)
+    if micro == MICRO_BF16:
+        channels = (channels.reshape(-1, 4)[:, [2, 0, 3, 1]]).reshape(-1)
+    return channels
 BLOCK = 64          # output channels per packed weight block (SYNET_DECONV_BLOCK)
 AMX_BLOCK = 32
 MAX_PLAN = 1 << 24  # table entries (phases x taps, rows, columns) a geometry may need
@@ -255,7 +268,7 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
         buf_size = batch * geo.src_c * dp * hp * wp * 4 + 64 + 256
         pad_rows = batch * dp * hp if nhwc else 0   # channels first: each plane's task pads it
     else:
-        cgp = (cg_in + 31) // 32 * 32 if amx else cg_in + (cg_in & 1)
+        cgp = -(-cg_in // CHANNEL_MULTIPLE[micro]) * CHANNEL_MULTIPLE[micro]
         cpt = pix = g * cgp
         elem = 4 if micro == MICRO_FP32 else 2
         direct = nhwc and src_bf16 and micro != MICRO_FP32 and cgp == cg_in and unpadded
@@ -446,6 +459,7 @@ def unpack_weights(packed: np.ndarray, planned: DeconvolutionPlan) -> np.ndarray
     else:
         phases = s["stride_z"] * s["stride_y"] * s["stride_x"]
         kpairs, width, nblocks = s["kpairs"], s["block_width"], s["nblocks"]
+        pair_order = np.argsort(pair_channels(planned.micro, kpairs))   # packed position of each channel
         for gi in range(g):
             for phase in range(phases):
                 ntaps, t0 = int(t["phase_taps"][phase]), int(t["phase_tap0"][phase])
@@ -454,7 +468,8 @@ def unpack_weights(packed: np.ndarray, planned: DeconvolutionPlan) -> np.ndarray
                     valid = min(width, cg_out - ob * width)
                     lanes = (valid + 15) // 16 * 16
                     block = packed[off:off + ntaps * kpairs * lanes * 2].reshape(ntaps, kpairs, lanes, 2)
-                    bits = block[:, :, :valid, :].transpose(0, 1, 3, 2).reshape(ntaps, 2 * kpairs, valid)[:, :cg_in]
+                    bits = block[:, :, :valid, :].transpose(0, 1, 3, 2).reshape(ntaps, 2 * kpairs, valid)
+                    bits = bits[:, pair_order][:, :cg_in]
                     values = (bits.astype(np.uint32) << 16).view(np.float32)
                     for ti in range(ntaps):
                         k = t0 + ti

@@ -122,7 +122,8 @@ def probe(seed: int = 0) -> dict[str, np.ndarray]:
     # Deconvolution: both layouts, FP32 / BF16 in and out, every activation, GEMM and depthwise, 1 and 2 threads
     for fmt in ("NCHW", "NHWC"):
         for src_c, dst_c, group, kernel, stride in ((24, 40, 1, 4, 2), (40, 36, 1, 3, 1), (64, 64, 1, 1, 1),
-                                                    (16, 16, 16, 4, 2), (20, 20, 20, 3, 1), (12, 20, 2, 2, 2)):
+                                                    (16, 16, 16, 4, 2), (20, 20, 20, 3, 1), (12, 20, 2, 2, 2),
+                                                    (70, 24, 1, 2, 2), (10, 12, 1, 3, 1)):
             x = rng.standard_normal((2, src_c, 9, 11)).astype(np.float32)
             w = rng.standard_normal((src_c, dst_c // group, kernel, kernel)).astype(np.float32)
             if fmt == "NHWC":

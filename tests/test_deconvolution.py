@@ -19,7 +19,7 @@ from synet import (
     conv_transpose2d,
     float32_to_bfloat16,
 )
-from synet._deconvolution import HARDWARE_BF16, amx_available
+from synet._deconvolution import amx_available
 
 HARDWARE_AMX = amx_available()
 
@@ -463,20 +463,51 @@ def test_one_context_many_python_threads():
         assert all(all(r) for r in pool.map(work, range(4)))
 
 
-@pytest.mark.skipif(not HARDWARE_BF16, reason="no AVX-512 BF16")
-def test_soft_kernel_matches_hardware_order():
-    """BF16_SOFT's portable loop sums in vdpbf16ps's order: the same bits on normal data."""
-    rng = np.random.default_rng(8)
-    conv = ConvParams.deconvolution(6, 9, 9, 21, 3, 2, 1, 1)
-    x = rng.standard_normal((1, 6, 9, 9)).astype(np.float32)
-    w = rng.standard_normal(6 * 21 * 9).astype(np.float32)
-    out = []
-    for compat in (0, Compatibility.BF16_SOFT):
-        d = Deconvolution16b(1, conv, compat)
-        d.set_params(w)
-        out.append(d.forward(x))
-    assert "PhaseGemm fp32" in Deconvolution16b(1, conv, Compatibility.BF16_SOFT).info()
-    assert np.array_equal(out[0], out[1])
+def amx_order_sum(x, w):
+    """sum_c x[..., c] * w[c, n] in the AMX tile's order (tdpbf16ps): per block of 32 channels, the even
+    channels' products summed from zero in order, the odd ones' likewise, then total += even + odd; every
+    addition rounded to float32 (products of BF16 values are exact in float32)."""
+    x, w = np.asarray(x, np.float32), np.asarray(w, np.float32)
+    total = np.zeros(x.shape[:-1] + w.shape[1:], np.float32)
+    for c0 in range(0, x.shape[-1], 32):
+        sums = []
+        for parity in (0, 1):
+            part = np.zeros_like(total)
+            for c in range(c0 + parity, min(c0 + 32, x.shape[-1]), 2):
+                part = part + x[..., c, None] * w[c]
+            sums.append(part)
+        total = total + (sums[0] + sums[1])
+    return total
+
+
+@pytest.mark.parametrize("compat", [0, Compatibility.BF16_SOFT], ids=["hardware", "soft"])
+@pytest.mark.parametrize("src_c, dst_c, group, layout", [(70, 24, 1, "NHWC"), (40, 20, 1, "NCHW"), (12, 10, 2, "NHWC"),
+                                                         (6, 33, 1, "NCHW"), (16, 16, 1, "NHWC")])
+def test_sums_in_the_amx_tiles_order(src_c, dst_c, group, layout, compat):
+    """Every kernel (AMX, vdpbf16ps, the FP32 one at every level) sums in tdpbf16ps's order, so every CPU level
+    gives the same bits (SPEC section 8): against a NumPy model of that order, kernel 2 stride 2 (one tap per
+    output), every output of the BF16-rounded operands bit for bit."""
+    rng = np.random.default_rng(src_c)
+    cg_in, cg_out = src_c // group, dst_c // group
+    x = bf16_round(rng.standard_normal((2, src_c, 5, 7))).astype(np.float32)
+    w = bf16_round(rng.standard_normal((src_c, cg_out, 2, 2))).astype(np.float32)
+    bias = rng.standard_normal(dst_c).astype(np.float32)
+    expected = np.empty((2, dst_c, 10, 14), np.float32)
+    for g in range(group):
+        xs = x[:, g * cg_in:(g + 1) * cg_in].transpose(0, 2, 3, 1)            # n, y, x, ci
+        for ky in range(2):
+            for kx in range(2):
+                sums = amx_order_sum(xs, w[g * cg_in:(g + 1) * cg_in, :, ky, kx]) + bias[g * cg_out:(g + 1) * cg_out]
+                expected[:, g * cg_out:(g + 1) * cg_out, ky::2, kx::2] = sums.transpose(0, 3, 1, 2)
+    conv = ConvParams.deconvolution(src_c, 5, 7, dst_c, 2, 2, group=group, format=layout)
+    d = Deconvolution16b(2, conv, compat)
+    if layout == "NHWC":
+        d.set_params(w.transpose(0, 2, 3, 1).copy(), bias)
+        got = d.forward(x.transpose(0, 2, 3, 1).copy()).transpose(0, 3, 1, 2)
+    else:
+        d.set_params(w, bias)
+        got = d.forward(x)
+    assert np.array_equal(got.view(np.uint32), expected.view(np.uint32)), d.info()
 
 
 # ---------------------------------------------------------------------------------------------

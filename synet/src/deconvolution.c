@@ -4,11 +4,18 @@
  * same kernel positions); each phase is an ordinary stride-1 convolution, run as an implicit GEMM
  * over (taps x input channels): no col2im, no scatter-add. Every output element is summed once, in
  * registers or tiles, then bias + activation are applied and it is stored. The source is first
- * converted to a zero-padded NHWC image, so every tap of a phase is in range. Micro-kernels:
- *   - FP32 (any level): FP32 multiply-adds of BF16 values in vdpbf16ps's order: per channel pair,
- *     the odd product then the even one, each rounded once (BF16 products are exact in FP32, so a
- *     multiply-add equals an fma there). The image holds the BF16-rounded values as FP32.
- *   - BF16 (avx512_bf16 and up): vdpbf16ps on the BF16 image, up to 12 pixels x 64 channels.
+ * converted to a zero-padded NHWC image, so every tap of a phase is in range.
+ *
+ * The summation order is AMX's, at every level, so that every level gives the same bits: tdpbf16ps
+ * (as the SDM's pseudocode says; tested bit for bit on an AMX Xeon) sums, for each block of 32
+ * input channels, the even channels' products from zero in channel order, the odd channels' likewise,
+ * then adds the two and adds that to the running sum. So for each output element:
+ *     sum = 0; for each tap, for each block of KBLOCK channel pairs:
+ *         even = sum over the block's channels 2k (in order) of x * w, each addition rounded to FP32
+ *         odd  = the same over the channels 2k + 1;  sum = sum + (even + odd)
+ * A product of two BF16 values is exact in FP32, so a multiply-add equals an fma there. Micro-kernels:
+ *   - FP32 (any level): FP32 multiply-adds of the BF16 values; the image holds them as FP32.
+ *   - BF16 (avx512_bf16 and up): vdpbf16ps on the BF16 image, up to 12 pixels x 32 channels a call.
  *   - AMX (amx): tdpbf16ps on tiles, 2 x 16 pixels x 32 channels a task.
  * Depthwise (group == src_c == dst_c): FP32 multiply-adds of BF16-rounded values, by phase and tap,
  * vectorised along x (NCHW) or channels (NHWC).
@@ -21,6 +28,7 @@
 
 #define BLOCK SYNET_DECONV_BLOCK
 #define MMAX 12         /* output pixels per micro-tile, at most */
+#define KBLOCK 16       /* channel pairs a tdpbf16ps sums apart (32 BF16 channels): the summation order */
 #define BORDER_CHUNK 256 /* border pass: output channels summed together */
 
 #if defined(__AVX512BF16__) && SYNET_AVX512
@@ -47,36 +55,54 @@ typedef struct {
 
 /* ---- the FP32 micro-kernel, with the level's vectors (deconvolution_level.h) ---- */
 
-/* out[m][n] (row stride BLOCK) = sum over taps t, pairs k of a[toff[t] + m*ps + 2k + 1] * b[.][n][1],
-   then a[.. + 2k] * b[.][n][0], for m < M, n < NV * VW; b rows are bstride uint16 apart. */
+/* The sums of one parity (0: the even channels 2k, 1: the odd ones 2k + 1) over pairs k0 <= k < k1 of M pixels
+   (at, ps apart) x NV vectors of channels, from zero, in channel order; b: pair k0's weights row. The
+   weights of every vector first, then pixel by pixel: the sums, NV weights and a broadcast stay in registers
+   (pixels outermost kept each broadcast alive across the vectors and spilled the sums). */
+SYNET_INLINE void fp32_chain(const float *at, int64_t ps, const uint16_t *b, int64_t bstride, int64_t k0, int64_t k1,
+                             const int parity, const int M, const int NV, vfloat sum[MMAX][4])
+{
+    const vbits high = (vbits)splat(synet_f32_from_bits(0xFFFF0000u));
+    for (int m = 0; m < M; ++m)
+        for (int v = 0; v < NV; ++v)
+            sum[m][v] = (vfloat){};
+#pragma GCC unroll 4
+    for (int64_t k = k0; k < k1; ++k, b += bstride) {
+        vfloat w[4];
+        for (int v = 0; v < NV; ++v) {
+            const vbits bits = *(const vbits_u *)(const void *)(b + 2 * VW * v);
+            w[v] = parity ? (vfloat)(bits & high) : (vfloat)(bits << 16);
+        }
+        for (int m = 0; m < M; ++m) {
+            const vfloat x = splat(at[m * ps + 2 * k + parity]);
+            for (int v = 0; v < NV; ++v)
+                sum[m][v] = multiply_add(x, w[v], sum[m][v]);
+        }
+    }
+}
+
+/* out[m][n] (row stride BLOCK) = the sum over taps t and blocks of KBLOCK channel pairs, in tdpbf16ps's order
+   (see the top of the file), of a[toff[t] + m*ps + c] * b[.][n][c & 1] for channels c = 2k, 2k + 1, for m < M,
+   n < NV * VW; b rows (one per pair k) are bstride uint16 apart. A block's even sums wait in memory while
+   its odd ones are summed, so that one parity's sums fill the registers. */
 SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
                             const uint16_t *b, int64_t bstride, float *out, const int M, const int NV,
                             const tile_store *ts)
 {
-    vfloat acc[MMAX][4];
-    const vbits high = (vbits)splat(synet_f32_from_bits(0xFFFF0000u));
+    vfloat total[MMAX][4], even[MMAX][4], odd[MMAX][4];
     for (int m = 0; m < M; ++m)
         for (int v = 0; v < NV; ++v)
-            acc[m][v] = (vfloat){};
-    for (int64_t t = 0; t < ntaps; ++t) {
-        const float *at = a + toff[t];
-        for (int64_t k = 0; k < kpairs; ++k, b += bstride) {
-            /* the weights of every vector first, then pixel by pixel: accumulators, 2 x NV weights and
-               the two broadcasts stay in registers (pixels outermost kept each broadcast alive across
-               the vectors and spilled the accumulators) */
-            vfloat odd[4], even[4];
-            for (int v = 0; v < NV; ++v) {
-                const vbits w = *(const vbits_u *)(const void *)(b + 2 * VW * v);
-                odd[v] = (vfloat)(w & high);
-                even[v] = (vfloat)(w << 16);
-            }
-            for (int m = 0; m < M; ++m) {
-                const vfloat a_odd = splat(at[m * ps + 2 * k + 1]), a_even = splat(at[m * ps + 2 * k]);
+            total[m][v] = (vfloat){};
+    for (int64_t t = 0; t < ntaps; ++t)
+        for (int64_t k0 = 0; k0 < kpairs; k0 += KBLOCK) {
+            const int64_t k1 = SYNET_MIN(kpairs, k0 + KBLOCK);
+            fp32_chain(a + toff[t], ps, b, bstride, k0, k1, 0, M, NV, even);
+            fp32_chain(a + toff[t], ps, b, bstride, k0, k1, 1, M, NV, odd);
+            for (int m = 0; m < M; ++m)
                 for (int v = 0; v < NV; ++v)
-                    acc[m][v] = multiply_add(a_even, even[v], multiply_add(a_odd, odd[v], acc[m][v]));
-            }
+                    total[m][v] = total[m][v] + (even[m][v] + odd[m][v]);
+            b += (k1 - k0) * bstride;
         }
-    }
     if (ts) { /* FP32 only: act(sum + bias), RELU as synet_act_relu (x < 0 ? 0 : x); ts and the bias read
                  before the first store, as in bf16_tile */
         const int64_t mstep = ts->mstep;
@@ -87,7 +113,7 @@ SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, 
             bias[v] = *(const vfloat_u *)(const void *)(ts->bias + VW * v);
         for (int m = 0; m < M; ++m)
             for (int v = 0; v < NV; ++v) {
-                vfloat x = acc[m][v] + bias[v];
+                vfloat x = total[m][v] + bias[v];
                 if (relu)
                     x = (vfloat)((vbits)x & ~(vbits)(x < (vfloat){}));
                 *(vfloat_u *)(void *)(d32 + m * mstep + VW * v) = x;
@@ -96,7 +122,7 @@ SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, 
     }
     for (int m = 0; m < M; ++m)
         for (int v = 0; v < NV; ++v)
-            *(vfloat_u *)(void *)(out + m * BLOCK + VW * v) = acc[m][v];
+            *(vfloat_u *)(void *)(out + m * BLOCK + VW * v) = total[m][v];
 }
 
 #define FP32_CASE(MM, NN) \
@@ -107,19 +133,6 @@ SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, 
 #define FP32_CASES_M6(NN) FP32_CASES_M5(NN) FP32_CASE(6, NN)
 #define FP32_CASES_M8(NN) FP32_CASES_M6(NN) FP32_CASE(7, NN) FP32_CASE(8, NN)
 #define FP32_CASES_M12(NN) FP32_CASES_M8(NN) FP32_CASE(9, NN) FP32_CASE(10, NN) FP32_CASE(11, NN) FP32_CASE(12, NN)
-
-/* Pixels per FP32 micro-tile for nv16 x 16 channels, and the channels one call covers. */
-#if VW == 16
-static int fp32_rows(int nv16) { return nv16 <= 2 ? 12 : (nv16 == 3 ? 8 : 6); }
-#define FP32_SPAN 64
-#else
-static int fp32_rows(int nv16)
-{
-    (void)nv16;
-    return 5;
-}
-#define FP32_SPAN (2 * VW) /* two vectors of channels per call: 5 x 2 accumulators, 4 weights, 2 broadcasts */
-#endif
 
 static void fp32_call(const float *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
                       const uint16_t *b, int64_t bstride, float *out, int M, int NV, const tile_store *ts)
@@ -139,49 +152,63 @@ static void fp32_call(const float *a, const int64_t *toff, int64_t ntaps, int64_
     }
 }
 
-/* M pixels x nv16 * 16 channels, in calls of FP32_SPAN channels */
-static void fp32_micro(const float *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
-                       const uint16_t *b, float *out, int M, int nv16, const tile_store *ts)
-{
-    const int channels = nv16 * 16;
-    for (int c0 = 0; c0 < channels; c0 += FP32_SPAN) {
-        const int span = SYNET_MIN(FP32_SPAN, channels - c0);
-        tile_store part;
-        if (ts) {
-            part = *ts;
-            part.off += c0;
-            part.bias += c0;
-        }
-        fp32_call(a, toff, ntaps, kpairs, ps, b + 2 * c0, 2 * channels, out + c0, M, span / VW, ts ? &part : NULL);
-    }
-}
-
 /* ---- the vdpbf16ps micro-kernel ---- */
 
 #if HAVE_BF16
-SYNET_INLINE void bf16_tile(const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
-                            const uint16_t *b, float *out, const int M, const int NV, const tile_store *ts)
+/* As fp32_chain, with vdpbf16ps, which adds the products of a pair's high then low halves to one sum: each
+   step takes two channels of one parity, c and c + 2 (c = 4j + parity), as the broadcast pair (high c,
+   low c + 2). `x` holds the block's channels of the M pixels (32 a pixel) in that order: 4j .. 4j + 3 as
+   4j + 2, 4j, 4j + 3, 4j + 1 (bf16_tile), and pack_gemm packs the weights' pairs likewise (pair_weights):
+   row 2j holds (4j + 2, 4j), row 2j + 1 (4j + 3, 4j + 1). */
+SYNET_INLINE void bf16_chain(const uint16_t *x, const uint16_t *b, int64_t bstride, int64_t pairs, const int parity,
+                             const int M, const int NV, __m512 sum[MMAX][4])
 {
-    __m512 acc[MMAX][4];
     for (int m = 0; m < M; ++m)
         for (int v = 0; v < NV; ++v)
-            acc[m][v] = _mm512_setzero_ps();
-    for (int64_t t = 0; t < ntaps; ++t) {
-        const uint16_t *at = a + toff[t];
-        for (int64_t k = 0; k < kpairs; ++k) {
-            __m512bh bv[4];
+            sum[m][v] = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int64_t k = parity; k < pairs; k += 2) {
+        const uint16_t *row = b + k * bstride;
+        __m512bh w[4];
+        for (int v = 0; v < NV; ++v)
+            w[v] = (__m512bh)_mm512_loadu_si512((const void *)(row + 32 * v));
+        for (int m = 0; m < M; ++m) {
+            int32_t pair;
+            memcpy(&pair, x + m * 32 + 2 * k, 4);
+            const __m512bh xv = (__m512bh)_mm512_set1_epi32(pair);
             for (int v = 0; v < NV; ++v)
-                bv[v] = (__m512bh)_mm512_loadu_si512((const void *)(b + 32 * v));
-            for (int m = 0; m < M; ++m) {
-                int32_t pair;
-                memcpy(&pair, at + m * ps + 2 * k, 4);
-                const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
-                for (int v = 0; v < NV; ++v)
-                    acc[m][v] = _mm512_dpbf16_ps(acc[m][v], av, bv[v]);
-            }
-            b += 32 * NV;
+                sum[m][v] = _mm512_dpbf16_ps(sum[m][v], xv, w[v]);
         }
     }
+}
+
+/* fp32_tile with bf16_chain (kpairs even): each block's channels of the M pixels reordered into x first */
+SYNET_INLINE void bf16_tile(const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
+                            const uint16_t *b, int64_t bstride, float *out, const int M, const int NV,
+                            const tile_store *ts)
+{
+    __m512 total[MMAX][4], even[MMAX][4], odd[MMAX][4];
+    uint16_t x[MMAX * 32];
+    /* each 4 channels c .. c + 3 as c + 2, c, c + 3, c + 1 */
+    const __m512i order = _mm512_set_epi16(29, 31, 28, 30, 25, 27, 24, 26, 21, 23, 20, 22, 17, 19, 16, 18, 13, 15, 12, 14,
+                                           9, 11, 8, 10, 5, 7, 4, 6, 1, 3, 0, 2);
+    for (int m = 0; m < M; ++m)
+        for (int v = 0; v < NV; ++v)
+            total[m][v] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < ntaps; ++t)
+        for (int64_t k0 = 0; k0 < kpairs; k0 += KBLOCK) {
+            const int64_t pairs = SYNET_MIN(kpairs - k0, KBLOCK);
+            const __mmask32 lanes = pairs == KBLOCK ? 0xFFFFFFFFu : (1u << (2 * pairs)) - 1;
+            for (int m = 0; m < M; ++m)
+                _mm512_storeu_si512((void *)(x + m * 32),
+                                    _mm512_permutexvar_epi16(order, _mm512_maskz_loadu_epi16(lanes, a + toff[t] + m * ps + 2 * k0)));
+            bf16_chain(x, b, bstride, pairs, 0, M, NV, even);
+            bf16_chain(x, b, bstride, pairs, 1, M, NV, odd);
+            for (int m = 0; m < M; ++m)
+                for (int v = 0; v < NV; ++v)
+                    total[m][v] = _mm512_add_ps(total[m][v], _mm512_add_ps(even[m][v], odd[m][v]));
+            b += pairs * bstride;
+        }
     if (ts) { /* store_fast's epilogue (store_act16), whole-vector stores; ts and the bias are read before the
                  first store (-fno-strict-aliasing: reloads after each store waited on it, and D2 gained 1.0x
                  instead of 1.12x) */
@@ -193,27 +220,25 @@ SYNET_INLINE void bf16_tile(const uint16_t *a, const int64_t *toff, int64_t ntap
             bias[v] = _mm512_loadu_ps(ts->bias + 16 * v);
         for (int m = 0; m < M; ++m)
             for (int v = 0; v < NV; ++v)
-                store_act16_lanes(dst, off + m * mstep + 16 * v, 0xFFFF, _mm512_add_ps(acc[m][v], bias[v]), relu,
+                store_act16_lanes(dst, off + m * mstep + 16 * v, 0xFFFF, _mm512_add_ps(total[m][v], bias[v]), relu,
                                   bf16, 1);
         return;
     }
     for (int m = 0; m < M; ++m)
         for (int v = 0; v < NV; ++v)
-            _mm512_storeu_ps(out + m * BLOCK + 16 * v, acc[m][v]);
+            _mm512_storeu_ps(out + m * BLOCK + 16 * v, total[m][v]);
 }
 
 #define BF16_CASE(MM, NN) \
     case (MM) * 8 + (NN): \
-        bf16_tile(a, toff, ntaps, kpairs, ps, b, out, MM, NN, ts); \
+        bf16_tile(a, toff, ntaps, kpairs, ps, b, bstride, out, MM, NN, ts); \
         return;
 #define BF16_CASES_M6(NN) BF16_CASE(1, NN) BF16_CASE(2, NN) BF16_CASE(3, NN) BF16_CASE(4, NN) BF16_CASE(5, NN) BF16_CASE(6, NN)
 #define BF16_CASES_M8(NN) BF16_CASES_M6(NN) BF16_CASE(7, NN) BF16_CASE(8, NN)
 #define BF16_CASES_M12(NN) BF16_CASES_M8(NN) BF16_CASE(9, NN) BF16_CASE(10, NN) BF16_CASE(11, NN) BF16_CASE(12, NN)
 
-static int bf16_rows(int nv16) { return nv16 <= 2 ? 12 : (nv16 == 3 ? 8 : 6); }
-
-static void bf16_micro(const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
-                       const uint16_t *b, float *out, int M, int NV, const tile_store *ts)
+static void bf16_call(const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
+                      const uint16_t *b, int64_t bstride, float *out, int M, int NV, const tile_store *ts)
 {
     switch (M * 8 + NV) {
         BF16_CASES_M12(1)
@@ -384,27 +409,49 @@ static void pad_row(const synet_deconv_plan *p, const void *src, void *image, sy
 
 /* ---- tasks ---- */
 
-/* M pixels x nv16 * 16 channels of one phase, to out (row stride BLOCK) or, given ts, to dst */
+/* M pixels x nv16 * 16 channels of one phase, to out (row stride BLOCK) or, given ts, to dst: calls of up to
+   MICRO_SPAN channels (one parity's sums of M x MICRO_SPAN channels fill the registers) */
+#if VW == 16
+#define MICRO_SPAN 64
+#else
+#define MICRO_SPAN (2 * VW) /* 5 x 2 sums, 2 weights, a broadcast */
+#endif
+
 static void micro_tile(const synet_deconv_plan *p, const void *a, const int64_t *toff, int64_t ntaps,
                        const uint16_t *b, float *out, int M, int nv16, const tile_store *ts)
 {
+    const int channels = nv16 * 16;
+    for (int c0 = 0; c0 < channels; c0 += MICRO_SPAN) {
+        const int span = SYNET_MIN(MICRO_SPAN, channels - c0);
+        tile_store part;
+        if (ts) {
+            part = *ts;
+            part.off += c0;
+            part.bias += c0;
+        }
 #if HAVE_BF16
-    if (p->micro != SYNET_MICRO_FP32) {
-        bf16_micro((const uint16_t *)a, toff, ntaps, p->kpairs, p->pixel_stride, b, out, M, nv16, ts);
-        return;
-    }
+        if (p->micro != SYNET_MICRO_FP32) {
+            bf16_call((const uint16_t *)a, toff, ntaps, p->kpairs, p->pixel_stride, b + 2 * c0, 2 * channels, out + c0,
+                      M, span / 16, ts ? &part : NULL);
+            continue;
+        }
 #endif
-    fp32_micro((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride, b, out, M, nv16, ts);
+        fp32_call((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride, b + 2 * c0, 2 * channels, out + c0, M,
+                  span / VW, ts ? &part : NULL);
+    }
 }
 
+/* Pixels per micro-tile of nv16 x 16 channels: one parity's sums of M x MICRO_SPAN channels, the weights and
+   a broadcast fill the registers (AVX-512: 32; else 16). */
 static int micro_rows(const synet_deconv_plan *p, int nv16)
 {
-#if HAVE_BF16
-    if (p->micro != SYNET_MICRO_FP32)
-        return bf16_rows(nv16);
-#endif
     (void)p;
-    return fp32_rows(nv16);
+#if VW == 16
+    return nv16 <= 2 ? 12 : (nv16 == 3 ? 8 : 6);
+#else
+    (void)nv16;
+    return 5;
+#endif
 }
 
 #define PHASE_SUMS (8 * MMAX) /* pixels of the x phases of a column chunk together, at most */
@@ -743,7 +790,7 @@ static void border_task(const synet_deconv_plan *p, const void *src, void *dst, 
 /* ---- weight packing ---- */
 
 /* One row of a packed block: lanes n < valid of (bf16(w0[n * co_step]), bf16(w1[n * co_step])) pairs
-   (w1 NULL: zeros, a pad channel), zero lanes up to `lanes`; returns whether a rounded value is NaN/inf. */
+   (w0 or w1 NULL: zeros, a pad channel), zero lanes up to `lanes`; returns whether a rounded value is NaN/inf. */
 static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_size valid, synet_size lanes,
                     uint16_t *row)
 {
@@ -757,11 +804,10 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
     if (co_step <= (1 << 26))
         for (; n < lanes; n += 16) {
             const __mmask16 m = synet_mask16(valid - n);
-            __m512i a, b = _mm512_setzero_si512();
-            if (co_step == 1)
-                a = _mm512_maskz_loadu_epi32(m, w0 + n);
-            else
-                a = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, step, w0 + n * co_step, 4);
+            __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
+            if (w0)
+                a = co_step == 1 ? _mm512_maskz_loadu_epi32(m, w0 + n)
+                                 : _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, step, w0 + n * co_step, 4);
             if (w1)
                 b = co_step == 1 ? _mm512_maskz_loadu_epi32(m, w1 + n)
                                  : _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, step, w1 + n * co_step, 4);
@@ -779,7 +825,9 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
     if (co_step <= (1 << 26))
         for (; n < lanes; n += 8) {
             const __m256i m = synet_mask8(valid - n);
-            __m256i a = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)(w0 + n * co_step), step, m, 4);
+            __m256i a = w0 ? _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)(w0 + n * co_step), step,
+                                                         m, 4)
+                           : _mm256_setzero_si256();
             __m256i b = w1 ? _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)(w1 + n * co_step), step,
                                                           m, 4)
                            : _mm256_setzero_si256();
@@ -792,7 +840,7 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
     nonfinite |= !_mm256_testz_si256(bad, bad);
 #endif
     for (; n < lanes; ++n) {
-        const uint16_t a = n < valid ? synet_bf16_from_float(w0[n * co_step]) : 0;
+        const uint16_t a = n < valid && w0 ? synet_bf16_from_float(w0[n * co_step]) : 0;
         const uint16_t b = n < valid && w1 ? synet_bf16_from_float(w1[n * co_step]) : 0;
         nonfinite |= (uint32_t)((a & 0x7F80) == 0x7F80) | (uint32_t)((b & 0x7F80) == 0x7F80);
         row[2 * n] = a;
@@ -801,9 +849,26 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
     return nonfinite != 0;
 }
 
-/* GEMM unit: channel pair k of group g, for every phase, tap and block: the row of lanes (n, e) =
-   bf16(w[g, 2k + e, block * width + n, ky, kx]), zero beyond cg_in / cg_out. Reads stay within two
-   input channels' weights, which stay in L1 while the unit runs. */
+/* The weights of packed pair k of group g: those of its low and its high half's input channel, NULL for a
+   pad channel. The FP32 and AMX kernels read channels (2k, 2k + 1); the vdpbf16ps kernel (bf16_tile) reads
+   4 channels c .. c + 3 as the pairs (low c + 2, high c) and (c + 3, c + 1). */
+static void pair_weights(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size g, synet_size k,
+                         const float **low, const float **high)
+{
+    synet_size lo = 2 * k, hi = 2 * k + 1;
+    if (p->micro == SYNET_MICRO_BF16) {
+        lo = k % 2 ? 2 * k + 1 : 2 * k + 2;
+        hi = k % 2 ? 2 * k - 1 : 2 * k;
+    }
+    const float *w0 = w->w + g * p->cg_in * w->ci_step;
+    *low = lo < p->cg_in ? w0 + lo * w->ci_step : NULL;
+    *high = hi < p->cg_in ? w0 + hi * w->ci_step : NULL;
+}
+
+/* GEMM unit: pair k of group g, for every phase, tap and block: the row of lanes (n, e) =
+   bf16(w[g, ci, block * width + n, ky, kx]) for the pair's low (e = 0) and high input channel ci
+   (pair_weights), zero beyond cg_in / cg_out. Reads stay within two input channels' weights, which stay
+   in L1 while the unit runs. */
 #if SYNET_AVX512
 /* pack_gemm for weights whose taps of one (ci, co) are contiguous (PyTorch's NCHW layout, kernels of <= 16
    taps): 16 output channels x every tap a step, transposed in registers, one 64-byte row store per tap
@@ -812,8 +877,8 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
                                 uint16_t *packed)
 {
     const synet_size phases = p->stride_z * p->stride_y * p->stride_x, taps = p->kernel_z * p->kernel_y * p->kernel_x;
-    const float *w0 = w->w + (g * p->cg_in + 2 * k) * w->ci_step;
-    const float *w1 = 2 * k + 1 < p->cg_in ? w0 + w->ci_step : NULL;
+    const float *w0, *w1;
+    pair_weights(p, w, g, k, &w0, &w1);
     const __m512i exponent = _mm512_set1_epi32(0x7F80);
     const __mmask16 tap_mask = synet_mask16(taps);
     __mmask16 bad = 0;
@@ -830,11 +895,12 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
         }
         for (synet_size n = 0; n < lanes; n += 16) {
             const synet_size nn = SYNET_MIN((synet_size)16, valid - n);
-            synet_load_transposed16(w0 + (first + n) * w->co_step, w->co_step, nn, tap_mask, r0);
+            if (w0)
+                synet_load_transposed16(w0 + (first + n) * w->co_step, w->co_step, nn, tap_mask, r0);
             if (w1)
                 synet_load_transposed16(w1 + (first + n) * w->co_step, w->co_step, nn, tap_mask, r1);
             for (synet_size t = 0; t < taps; ++t) {
-                const __m512i a = synet_bf16_nearest_x16(_mm512_castps_si512(r0[t]));
+                const __m512i a = w0 ? synet_bf16_nearest_x16(_mm512_castps_si512(r0[t])) : _mm512_setzero_si512();
                 const __m512i b = w1 ? synet_bf16_nearest_x16(_mm512_castps_si512(r1[t])) : _mm512_setzero_si512();
                 bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(a, exponent), exponent) |
                        _mm512_cmpeq_epi32_mask(_mm512_and_si512(b, exponent), exponent);
@@ -850,14 +916,14 @@ static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, 
                      uint16_t *packed)
 {
     int nonfinite = 0;
+    const float *w0, *w1;
+    pair_weights(p, w, g, k, &w0, &w1);
 #if SYNET_AVX512
-    if (2 * k < p->cg_in && w->kx_step == 1 && w->ky_step == p->kernel_x && w->kz_step == p->kernel_y * p->kernel_x &&
+    if ((w0 || w1) && w->kx_step == 1 && w->ky_step == p->kernel_x && w->kz_step == p->kernel_y * p->kernel_x &&
         w->co_step == p->kernel_z * w->kz_step && w->co_step <= 16 && w->co_step > 1)
         return pack_gemm_transposed(p, w, g, k, packed);
 #endif
     const synet_size phases = p->stride_z * p->stride_y * p->stride_x;
-    const float *w0 = w->w + (g * p->cg_in + 2 * k) * w->ci_step;
-    const float *w1 = 2 * k + 1 < p->cg_in ? w0 + w->ci_step : NULL;
     for (synet_size phase = 0; phase < phases; ++phase) {
         const synet_size t0 = p->phase_tap0[phase];
         for (synet_size t = 0; t < p->phase_taps[phase]; ++t) {
@@ -867,12 +933,12 @@ static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, 
                 const synet_size valid = SYNET_MIN(p->block_width, p->cg_out - first), lanes = (valid + 15) / 16 * 16;
                 uint16_t *row = packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob] +
                                 (t * p->kpairs + k) * lanes * 2;
-                if (2 * k >= p->cg_in) { /* a pad pair (AMX pads channels to 32) */
+                if (!w0 && !w1) { /* a pad pair (AMX pads channels to 32, vdpbf16ps to 4) */
                     memset(row, 0, lanes * 4);
                     continue;
                 }
-                nonfinite |= pack_row(w0 + tap + first * w->co_step, w1 ? w1 + tap + first * w->co_step : NULL,
-                                      w->co_step, valid, lanes, row);
+                const synet_size at = tap + first * w->co_step;
+                nonfinite |= pack_row(w0 ? w0 + at : NULL, w1 ? w1 + at : NULL, w->co_step, valid, lanes, row);
             }
         }
     }
