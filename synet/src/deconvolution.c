@@ -15,7 +15,7 @@
  *         odd  = the same over the channels 2k + 1;  sum = sum + (even + odd)
  * A product of two BF16 values is exact in FP32, so a multiply-add equals an fma there. Micro-kernels:
  *   - FP32 (any level): FP32 multiply-adds of the BF16 values; the image holds them as FP32.
- *   - BF16 (avx512_bf16 and up): vdpbf16ps on the BF16 image, up to 12 pixels x 32 channels a call.
+ *   - BF16 (avx512_bf16 and up): vdpbf16ps on the BF16 image, up to 12 pixels x 64 channels.
  *   - AMX (amx): tdpbf16ps on tiles, 2 x 16 pixels x 32 channels a task.
  * Depthwise (group == src_c == dst_c): FP32 multiply-adds of BF16-rounded values, by phase and tap,
  * vectorised along x (NCHW) or channels (NHWC).
@@ -443,9 +443,8 @@ static void micro_tile(const synet_deconv_plan *p, const void *a, const int64_t 
 
 /* Pixels per micro-tile of nv16 x 16 channels: one parity's sums of M x MICRO_SPAN channels, the weights and
    a broadcast fill the registers (AVX-512: 32; else 16). */
-static int micro_rows(const synet_deconv_plan *p, int nv16)
+static int micro_rows(int nv16)
 {
-    (void)p;
 #if VW == 16
     return nv16 <= 2 ? 12 : (nv16 == 3 ? 8 : 6);
 #else
@@ -605,7 +604,7 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
     const synet_size g = t % p->group, n = t / p->group;
     const synet_size phases = p->stride_z * p->stride_y * p->stride_x;
     const synet_size nvalid = SYNET_MIN((synet_size)BLOCK, p->cg_out - ob * BLOCK);
-    const int nv = (int)((nvalid + 15) / 16), mmax = micro_rows(p, nv);
+    const int nv = (int)((nvalid + 15) / 16), mmax = micro_rows(nv);
     const synet_size oc0 = g * p->cg_out + ob * BLOCK, e = p->micro == SYNET_MICRO_FP32 ? 4 : 2;
     /* straight to dst (tile_store): channels last, whole blocks of 16, IDENTITY / RELU, and BF16 output
        only from the vdpbf16ps kernel */
