@@ -286,8 +286,8 @@ def float32_to_bfloat16(x, *, rounding="nearest", out=None, n_threads=None):
 
     Examples
     --------
-    >>> float32_to_bfloat16(np.array([1.0, 1.01171875, -np.inf], np.float32))
-    array([1, 1.01562, -inf], dtype=bfloat16)
+    >>> print(float32_to_bfloat16(np.array([1.0, 1.01171875, -np.inf], np.float32)))
+    [1 1.01562 -inf]
     """
     return _round_to_bf16(x, rounding, out, n_threads, (BFLOAT16, UINT16))
 
