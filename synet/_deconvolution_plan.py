@@ -36,6 +36,13 @@ MICRO_NAMES = {MICRO_FP32: "fp32", MICRO_BF16: "avx512bf16", MICRO_AMX: "amx-bf1
 # input channels per group in the padded image are a multiple of these: AMX tiles take 32 at a time, the
 # vdpbf16ps kernel two pairs (4 channels), the FP32 kernel one pair
 CHANNEL_MULTIPLE = {MICRO_FP32: 2, MICRO_BF16: 4, MICRO_AMX: 32}
+BLOCK = 64          # output channels per packed weight block (SYNET_DECONV_BLOCK)
+AMX_BLOCK = 32
+MAX_PLAN = 1 << 24  # table entries (phases x taps, rows, columns) a geometry may need
+STREAM_MIN = 4 << 20  # output bytes from which whole channels-first store windows bypass the caches
+FLOAT32 = np.dtype(np.float32)
+UINT16 = np.dtype(np.uint16)
+AXES = ("z", "y", "x")
 
 
 def pair_channels(micro: int, kpairs: int) -> np.ndarray:
@@ -46,13 +53,6 @@ def pair_channels(micro: int, kpairs: int) -> np.ndarray:
     if micro == MICRO_BF16:
         channels = (channels.reshape(-1, 4)[:, [2, 0, 3, 1]]).reshape(-1)
     return channels
-BLOCK = 64          # output channels per packed weight block (SYNET_DECONV_BLOCK)
-AMX_BLOCK = 32
-MAX_PLAN = 1 << 24  # table entries (phases x taps, rows, columns) a geometry may need
-STREAM_MIN = 4 << 20  # output bytes from which whole channels-first store windows bypass the caches
-FLOAT32 = np.dtype(np.float32)
-UINT16 = np.dtype(np.uint16)
-AXES = ("z", "y", "x")
 
 
 @dataclasses.dataclass(frozen=True)
