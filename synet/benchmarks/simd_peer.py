@@ -46,8 +46,8 @@ c_float_p = ctypes.POINTER(ctypes.c_float)
 c_size_t_p = ctypes.POINTER(c_size_t)
 
 SIMD_FALSE, SIMD_TRUE = 0, 1
-SIMD_CPU_INFO_AMX_BF16 = 12     # SimdCpuInfoAmxBf16 in SimdCpuInfoType
-SIMD_CPU_INFO_AVX512BW = 10     # SimdCpuInfoAvx512bw
+SIMD_CPU_INFO_AMX_BF16 = 11     # SimdCpuInfoAmxBf16 in SimdCpuInfoType (SimdLib.h of 7.1.162: Sockets = 0)
+SIMD_CPU_INFO_AVX512BW = 9      # SimdCpuInfoAvx512bw
 
 # None: a dedicated thread for the deconvolution when Simd uses AMX; True / False force it (environment:
 # SYNET_BENCH_SIMD_THREAD=1 / 0).
