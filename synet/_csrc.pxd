@@ -130,8 +130,11 @@ cdef extern from "deconvolution.h" nogil:
         const int64_t* row_index
         const int64_t* col_first
         const int64_t* col_count
+        Py_ssize_t amx_runs
         const int64_t* unit_s0
         const int64_t* unit_s1
+        const int64_t* unit_ob
+        const int64_t* run_unit0
         const int64_t* seg_aoff
         const int64_t* seg_doff
         const int64_t* seg_m

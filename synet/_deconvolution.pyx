@@ -92,8 +92,9 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
     if p.impl == SYNET_DECONV_GEMM and (
             (p.direct and not (p.src_bf16 and p.nhwc and p.micro != SYNET_MICRO_FP32)) or
             (p.micro == SYNET_MICRO_BF16 and not K.micro_bf16) or
-            (p.micro == SYNET_MICRO_AMX and (not K.micro_amx or not amx_ready() or p.nunits < 1 or
-                                             p.unit_s0 == NULL or p.unit_s1 == NULL or p.seg_aoff == NULL or
+            (p.micro == SYNET_MICRO_AMX and (not K.micro_amx or not amx_ready() or p.nunits < 1 or p.amx_runs < 1 or
+                                             p.unit_s0 == NULL or p.unit_s1 == NULL or p.unit_ob == NULL or p.run_unit0 == NULL or
+                                             p.seg_aoff == NULL or
                                              p.seg_doff == NULL or p.seg_m == NULL or p.seg_phase == NULL)) or
             (p.micro != SYNET_MICRO_FP32 and p.micro != SYNET_MICRO_BF16 and p.micro != SYNET_MICRO_AMX)):
         return SYNET_VALUE_ERROR   # a kernel this build, CPU or process cannot run
@@ -221,8 +222,11 @@ cdef _Geometry _new_geometry(planned):
     p.row_index = <const int64_t*>data_of(t["row_index"])
     p.col_first = <const int64_t*>data_of(t["col_first"])
     p.col_count = <const int64_t*>data_of(t["col_count"])
+    p.amx_runs = s["amx_runs"]
     p.unit_s0 = <const int64_t*>data_of(t["unit_s0"])
     p.unit_s1 = <const int64_t*>data_of(t["unit_s1"])
+    p.unit_ob = <const int64_t*>data_of(t["unit_ob"])
+    p.run_unit0 = <const int64_t*>data_of(t["run_unit0"])
     p.seg_aoff = <const int64_t*>data_of(t["seg_aoff"])
     p.seg_doff = <const int64_t*>data_of(t["seg_doff"])
     p.seg_m = <const int64_t*>data_of(t["seg_m"])

@@ -38,6 +38,7 @@ MICRO_NAMES = {MICRO_FP32: "fp32", MICRO_BF16: "avx512bf16", MICRO_AMX: "amx-bf1
 CHANNEL_MULTIPLE = {MICRO_FP32: 2, MICRO_BF16: 4, MICRO_AMX: 32}
 BLOCK = 64          # output channels per packed weight block (SYNET_DECONV_BLOCK)
 AMX_BLOCK = 32
+AMX_RUN = 8         # AMX units a task runs (one unit's stores overlap the next one's tile arithmetic)
 MAX_PLAN = 1 << 24  # table entries (phases x taps, rows, columns) a geometry may need
 STREAM_MIN = 4 << 20  # output bytes from which whole channels-first store windows bypass the caches
 FLOAT32 = np.dtype(np.float32)
@@ -307,7 +308,8 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
     seg_m: list[int] = []
     seg_phase: list[int] = []
     seg_place: list[tuple[int, int, int]] = []
-    units: list[tuple[int, int]] = []
+    units: list[tuple[int, int, int]] = []
+    run_unit0: list[int] = []
     if amx:
         by_phase: dict[int, tuple[list[int], list[int]]] = {}
         for rzy, jz, jy in zip(row_phase.tolist(), row_z.tolist(), row_index.tolist()):
@@ -326,13 +328,18 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
                     seg_phase.append(phase)
                     seg_place.append((oz, oy, ox))
                     (full if m == 16 else tails).append(len(seg_m) - 1)
+        pairs: list[tuple[int, int]] = []
         for phase in sorted(by_phase):
             full, tails = by_phase[phase]
-            units += [(full[k], full[k + 1] if k + 1 < len(full) else -1) for k in range(0, len(full), 2)]
-            units += [(k, -1) for k in tails]
-        # in output order: the phases that interleave in one output row run back to back, so a thread's
-        # share of the tasks is a band of output rows (no cache line written by two threads)
-        units.sort(key=lambda unit: seg_place[unit[0]])
+            pairs += [(full[k], full[k + 1] if k + 1 < len(full) else -1) for k in range(0, len(full), 2)]
+            pairs += [(k, -1) for k in tails]
+        # in output order, a unit's channel blocks back to back: the phases that interleave in one output row
+        # run together, so a thread's share of the tasks is a band of output rows (no cache line written by two
+        # threads), and a block's neighbour shares its image pixels (in L1) and its part-filled cache lines
+        pairs.sort(key=lambda pair: seg_place[pair[0]])
+        units = [(s0, s1, ob) for s0, s1 in pairs for ob in range(nblocks)]
+        run_unit0 += range(0, len(units), AMX_RUN)
+        run_unit0.append(len(units))
     border_z = border_outputs(phases_z, stride[0], pad_begin[0], src[0], dst[0])
     border_y = border_outputs(phases_y, stride[1], pad_begin[1], src[1], dst[1])
     border_x = np.flatnonzero(border_outputs(phases_x, stride[2], pad_begin[2], src[2], dst[2]))
@@ -354,6 +361,7 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
         "row_phase": _table(row_phase), "row_z": _table(row_z),
         "row_index": _table(row_index), "col_first": _table(col_first), "col_count": _table(col_count),
         "unit_s0": _table(u[0] for u in units), "unit_s1": _table(u[1] for u in units),
+        "unit_ob": _table(u[2] for u in units), "run_unit0": _table(run_unit0),
         "seg_aoff": _table(seg_aoff), "seg_doff": _table(seg_doff), "seg_m": _table(seg_m),
         "seg_phase": _table(seg_phase), "border_z": _table(border_z), "border_y": _table(border_y),
         "border_x": _table(border_x), "weight_offsets": _table(weight_offsets),
@@ -363,7 +371,7 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
     row_run = 1 if nhwc or amx or depthwise else max(1, min(16, nrows // 64))
     nruns = -(-nrows // row_run)
     ntasks = batch * ((nrows if nhwc else geo.src_c) if depthwise
-                      else g * (len(units) if amx else nruns) * nblocks)
+                      else g * (len(run_unit0) - 1 if amx else nruns * nblocks))
     # non-temporal stores of whole windows: channels first, an output far larger than the caches
     stream = int(not (nhwc or amx or depthwise) and batch * math.prod(dst) * geo.dst_c * (
         2 if geo.dst_type == DataType.BFLOAT16 else 4) >= STREAM_MIN)
@@ -377,7 +385,8 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
         pad_front=pad_begin[0], pad_top=pad_begin[1], pad_left=pad_begin[2], padded_d=dp, padded_h=hp,
         padded_w=wp, pad_low_z=plz, pad_low_y=ply, pad_low_x=plx, cg_padded=cgp, pixel_stride=cpt,
         padded_image=dp * hp * wp * (geo.src_c if depthwise else cpt), kpairs=kpairs, block_width=width,
-        nblocks=nblocks, nrows=nrows, nunits=len(units), ntasks=ntasks, row_run=row_run, stream=stream,
+        nblocks=nblocks, nrows=nrows, nunits=len(units), amx_runs=max(0, len(run_unit0) - 1), ntasks=ntasks,
+        row_run=row_run, stream=stream,
         dst_image=math.prod(dst) * geo.dst_c, pad_rows=pad_rows, nborder_x=len(border_x),
     )
     spatial = geo.src[3 - geo.dims:], geo.dst[3 - geo.dims:], geo.kernel[3 - geo.dims:]

@@ -54,9 +54,12 @@ typedef struct synet_deconv_plan {
        row_index (along y); phase column rx has col_count columns from col_first */
     const int64_t *phase_taps, *phase_tap0, *tap_offsets, *tap_kz, *tap_ky, *tap_kx;
     const int64_t *row_phase, *row_z, *row_index, *col_first, *col_count;
-    /* AMX units: segment unit_s0 and (full segments only) unit_s1 or -1; a segment is <= 16 pixels
-       of one phase row: its first pixel in the padded image (seg_aoff) and in dst (seg_doff) */
-    const int64_t *unit_s0, *unit_s1, *seg_aoff, *seg_doff, *seg_m, *seg_phase;
+    /* AMX units: segment unit_s0 and (full segments only) unit_s1 or -1, output channel block unit_ob; a
+       segment is <= 16 pixels of one phase row: its first pixel in the padded image (seg_aoff) and in dst
+       (seg_doff). A task (of an image and group) is run r < amx_runs: units run_unit0[r] to
+       run_unit0[r + 1] - 1. */
+    synet_size amx_runs;
+    const int64_t *unit_s0, *unit_s1, *unit_ob, *run_unit0, *seg_aoff, *seg_doff, *seg_m, *seg_phase;
     /* set_params' data */
     const float *bias;            /* [dst_c] */
     const float *params;          /* the activation's parameters (PRELU: dst_c slopes) */
