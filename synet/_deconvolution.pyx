@@ -93,9 +93,9 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
             (p.direct and not (p.src_bf16 and p.nhwc and p.micro != SYNET_MICRO_FP32)) or
             (p.micro == SYNET_MICRO_BF16 and not K.micro_bf16) or
             (p.micro == SYNET_MICRO_AMX and (not K.micro_amx or not amx_ready() or p.nunits < 1 or p.amx_runs < 1 or
-                                             p.unit_s0 == NULL or p.unit_s1 == NULL or p.unit_ob == NULL or p.run_unit0 == NULL or
-                                             p.seg_aoff == NULL or
-                                             p.seg_doff == NULL or p.seg_m == NULL or p.seg_phase == NULL)) or
+                                             p.unit_s0 == NULL or p.unit_s1 == NULL or p.unit_ob == NULL or
+                                             p.run_unit0 == NULL or p.seg_aoff == NULL or p.seg_doff == NULL or
+                                             p.seg_m == NULL or p.seg_phase == NULL)) or
             (p.micro != SYNET_MICRO_FP32 and p.micro != SYNET_MICRO_BF16 and p.micro != SYNET_MICRO_AMX)):
         return SYNET_VALUE_ERROR   # a kernel this build, CPU or process cannot run
     if p.exact_borders and (p.border_z == NULL or p.border_y == NULL or p.border_x == NULL or p.nborder_x < 0 or

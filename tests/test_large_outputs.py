@@ -1,6 +1,7 @@
 """Outputs of HUGE_OUTPUT_MIN bytes or more come from synet._arrays.empty_huge: fresh memory starting on
 a 2 MiB boundary (transparent huge pages), with the same values as the ordinary path (out= into
-np.empty), writeable and C-contiguous; and np.empty where mapping or advising fails."""
+np.empty), writeable and C-contiguous; and np.empty where mapping or advising fails. Outputs of 16 KiB
+or more start on a 64-byte cache line; smaller ones are plain NumPy arrays."""
 
 import mmap
 import sys
@@ -55,6 +56,40 @@ def test_large_outputs_start_on_a_huge_page(name):
     assert expected.nbytes >= BIG
     run(expected)
     _check(run(), expected)
+
+
+ALIGNED_MIN = 16 << 10   # bytes (synet._fastpath's ALIGNED_OUTPUT_MIN)
+
+
+def _op_outputs(n):
+    """Each op's output of n float32 / bfloat16 / uint8 elements (n a multiple of 64)."""
+    rng = np.random.default_rng(6)
+    f32 = rng.standard_normal(n).astype(np.float32)
+    yield synet.float32_to_bfloat16(f32)
+    yield synet.bfloat16_to_float32(f32.astype(ml_dtypes.bfloat16))
+    a = rng.integers(0, 256, n, dtype=np.uint8)
+    yield synet.quantized_add(a, a, a_scale=0.01, a_zero=3, b_scale=0.02, b_zero=7, dst_scale=0.03, dst_zero=5)
+    yield synet.gather_elements(f32.reshape(-1, 64), rng.integers(0, 64, (n // 64, 64)), 1)
+    yield synet.conv_transpose2d(np.ones((1, 4, n // 64, 4), np.float32), np.ones((4, 4, 1, 4), np.float32),
+                                 stride=(1, 4))
+    context = synet.Deconvolution16b()
+    context.init(1, synet.ConvParams.deconvolution(4, n // 64, 4, 4, (1, 4), (1, 4), 1, 0, 1, format="NHWC"))
+    context.set_params(np.ones((4, 1, 4, 4), np.float32), None)
+    yield context.forward(np.ones((1, n // 64, 4, 4), np.float32))
+
+
+@pytest.mark.parametrize("n", [ALIGNED_MIN, ALIGNED_MIN + 64, 3 * ALIGNED_MIN])
+def test_outputs_from_16k_start_on_a_cache_line(n):
+    for y in _op_outputs(n):
+        if y.nbytes >= ALIGNED_MIN:
+            assert y.ctypes.data % 64 == 0 and y.base is not None and y.base.nbytes >= y.nbytes
+            assert y.flags.c_contiguous and y.flags.writeable and y.flags.aligned
+            y[...] = 0   # every byte writeable
+
+
+def test_outputs_below_16k_stay_numpy_arrays():
+    for y in _op_outputs(ALIGNED_MIN // 4 - 64):   # float32: just below; bfloat16 and uint8: far below
+        assert y.base is None
 
 
 def test_small_outputs_stay_numpy_arrays():
