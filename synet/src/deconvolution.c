@@ -281,7 +281,7 @@ static void amx_release(void) { _tile_release(); }
 
 /* A unit's sums waiting in a tile buffer (32 x 32 FP32, segment 1 from row 16) for deconv_store, one segment
    (`pieces` of them) at a time, between the next unit's steps: the stores' cache misses overlap the tiles'
-   work instead of following it (D1, D2, D5 3-10 % faster). Pieces of 16 channels were slower (D2 1.5x): a
+   work instead of following it (D1-D3, D5 3-10 % faster). Pieces of 16 channels were slower (D2 1.5x): a
    pixel's cache lines are best written together. */
 typedef struct {
     const float *tile;
@@ -738,7 +738,7 @@ static void amx_task(const synet_deconv_plan *p, const void *image, void *dst, s
                  p->phase_taps[phase], p->kpairs / 16, p->pixel_stride * 2,
                  p->weights + p->weight_offsets[(g * p->stride_z * p->stride_y * p->stride_x + phase) * p->nblocks + ob],
                  (int)((nvalid + 15) / 16), tile, p, waiting, dst);
-        if (waiting) /* a unit of fewer steps than pieces */
+        if (waiting) /* after a unit without steps (a phase with no taps) */
             amx_store_due(p, waiting, dst, 1, 1);
         pending.tile = tile;
         pending.doff[0] = p->seg_doff[s0];
