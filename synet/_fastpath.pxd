@@ -74,7 +74,7 @@ cdef inline cnp.ndarray new_array(object dtype, int ndim, cnp.npy_intp* dims):
     """np.empty(dims, dtype) on the C API (any dtype, bfloat16 included), starting on a 64-byte cache line
     from ALIGNED_OUTPUT_MIN bytes on (its memory is its base, a uint8 array): NumPy's own buffers start 16
     bytes into a line, so a kernel's rows of whole lines straddle two, written by two tasks (NHWC
-    deconvolution outputs 6-7 % slower). From HUGE_OUTPUT_MIN bytes on, synet._arrays.empty_huge (2 MiB
+    deconvolution outputs 4-10 % slower). From HUGE_OUTPUT_MIN bytes on, synet._arrays.empty_huge (2 MiB
     aligned, transparent huge pages)."""
     cdef cnp.npy_intp count = 1, nbytes
     cdef int i
