@@ -285,14 +285,14 @@ static void amx_release(void) { _tile_release(); }
    pixel's cache lines are best written together. */
 typedef struct {
     const float *tile;
-    synet_size doff[2], rows[2], nvalid, oc0, off, mstep, nstep;
+    synet_size doff[2], rows, nvalid, oc0, off, mstep, nstep; /* rows: each segment's pixels */
     int pieces, done;
 } amx_pending;
 
 static void amx_store_piece(const synet_deconv_plan *p, amx_pending *w, void *dst)
 {
     const int s = w->done;
-    deconv_store(w->tile + s * 16 * 32, 32, w->rows[s], w->nvalid, w->oc0, p, dst,
+    deconv_store(w->tile + s * 16 * 32, 32, w->rows, w->nvalid, w->oc0, p, dst,
                  w->off + w->doff[s], w->mstep, w->nstep);
     w->done++;
 }
@@ -742,9 +742,8 @@ static void amx_task(const synet_deconv_plan *p, const void *image, void *dst, s
             amx_store_due(p, waiting, dst, 1, 1);
         pending.tile = tile;
         pending.doff[0] = p->seg_doff[s0];
-        pending.rows[0] = M;
         pending.doff[1] = s1 >= 0 ? p->seg_doff[s1] : 0;
-        pending.rows[1] = s1 >= 0 ? M : 0;
+        pending.rows = M;
         pending.nvalid = nvalid;
         pending.oc0 = g * p->cg_out + ob * p->block_width;
         pending.off = n * p->dst_image + pending.oc0 * channel_step(p);
