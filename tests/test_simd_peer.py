@@ -44,6 +44,26 @@ def test_worker_runs_calls_in_order_on_its_thread():
         worker.call(lambda: 1 / 0)
 
 
+def test_on_thread_candidates_are_warmed_and_timed_on_their_thread():
+    """`measure` runs an OnThread candidate's warm-up and timed calls on its own thread (no hand-off per call):
+    every call happens there, and the number of hand-offs does not grow with the calls."""
+    import threading
+
+    worker = simd_peer.Worker("test-on-thread")
+    threads, handoffs = [], []
+
+    def call(fn, *args):
+        handoffs.append(fn)
+        return worker.call(fn, *args)
+
+    candidate = benchmarks.OnThread(lambda: threads.append(threading.current_thread().name), call)
+    times = benchmarks.measure({"on thread": candidate, "here": lambda: None}, repeats=3, target_s=1e-3,
+                               warm_s=1e-3)
+    assert set(times) == {"on thread", "here"} and all(t > 0 for t in times.values())
+    assert len(threads) > 20 and set(threads) == {"test-on-thread"}
+    assert len(handoffs) == 5  # warm-up, calls per sample, three samples
+
+
 @needs_simd
 @pytest.mark.parametrize("name", ["G1", "G4", "Q1", "Q3", "Q5", "Q6", "Q9", "D2", "D3", "D4", "S5", "S6", "S7"])
 def test_simd_candidates_agree_with_synet(monkeypatch, name):

@@ -18,7 +18,8 @@ Known Simd faults worked around here (none of them is patched, they are avoided)
 * Simd's AMX kernels keep the tile configuration per thread and load it once: when another library on
   the same thread releases the tiles (``tilerelease``), the next Simd tile instruction raises SIGILL.
   On a CPU with AMX (or with ``DEDICATED_THREAD = True``) every deconvolution call (init, set params,
-  forward, release) runs on one worker thread of its own, which no other library touches.
+  forward, release) runs on one worker thread of its own, which no other library touches; the bench warms
+  and times the forward there (`benchmarks.OnThread`), so the samples carry no hand-off between threads.
 * the UINT8 + UINT8 -> UINT8 quantized add ignores the activation (its ReLU is an identity) and has no
   kernel at all for other activations (its forward would call a null pointer): the peer declines
   activations other than identity and ReLU, and records the ReLU mismatch.
@@ -305,11 +306,10 @@ def deconvolution(lib: SimdLibrary, conv, x: np.ndarray, weight: np.ndarray, bia
     buf = np.empty(max(1, run(lib.deconv_external_buffer_size, context)), np.uint8)
     fn = _bind(lib.deconv_forward, handle, x, buf, dst)
     if use_worker:
-        direct, call = fn, worker().call
+        from . import OnThread
 
-        def fn():
-            call(direct)
-        info += ", on a dedicated thread"
+        fn = OnThread(fn, worker().call)
+        info += ", on a dedicated thread (timed there)"
     return Peer(fn, dst, info)
 
 
