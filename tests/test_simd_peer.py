@@ -72,12 +72,17 @@ def test_simd_candidates_agree_with_synet(monkeypatch, name):
     workload = next(w for w in benchmarks.all_workloads() if w.name == name)
     made = workload.make()
     candidates = made[0] if isinstance(made, tuple) else made
-    (entry,) = simd_peer.CHECKS
+    entry, *more = simd_peer.CHECKS
     if name in ("Q6", "Q9", "D4"):  # unequal shapes, GELU, grouped NCHW: declined
-        assert "simd" not in candidates and not entry["added"]
+        assert "simd" not in candidates and not entry["added"] and not more
     else:
         assert entry["ok"], entry
         candidates["simd"]()
+    if name == "G4":  # a constant index: Simd also without SetIndex, as "synet without set_index"
+        assert len(more) == 1 and more[0]["ok"], more
+        candidates["simd without SetIndex"]()
+    else:
+        assert not more
 
 
 @needs_simd

@@ -53,6 +53,9 @@ def _gather_workload(name, title, dtype, index_dtype, outer, src_count, inner, i
         from . import simd_peer
         simd_peer.add(candidates, name, "gather", dst, data=data, indices=indices, outer=outer, src_count=src_count,
                       inner=inner, idx_count=idx_count, index_const=repeated_outer)
+        if repeated_outer:  # the pair of "synet without set_index": Simd given the index on every call
+            simd_peer.add(candidates, name, "gather", dst, "simd without SetIndex", data=data, indices=indices,
+                          outer=outer, src_count=src_count, inner=inner, idx_count=idx_count, index_const=False)
         return candidates
 
     n_dst = int(np.prod(outer)) * idx_count * inner

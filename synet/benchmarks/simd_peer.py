@@ -82,7 +82,7 @@ class Peer:
     """A Simd candidate: `forward` runs it on the workload's arrays into `dst`; `per_call`, when given, does the
     same taking the arrays' addresses on every call (as a thin ctypes binding does); `info` names Simd's kernel."""
 
-    forward: Callable[[], None]
+    forward: Callable[[], object]
     dst: np.ndarray
     info: str = ""
     per_call: Callable[[], None] | None = None
@@ -304,7 +304,7 @@ def deconvolution(lib: SimdLibrary, conv, x: np.ndarray, weight: np.ndarray, bia
     run(lib.deconv_set_params, context, _pointer(weight), _pointer(bias), None)
     info = run(lib.deconv_info, context).decode()
     buf = np.empty(max(1, run(lib.deconv_external_buffer_size, context)), np.uint8)
-    fn = _bind(lib.deconv_forward, handle, x, buf, dst)
+    fn: Callable[[], object] = _bind(lib.deconv_forward, handle, x, buf, dst)
     if use_worker:
         from . import OnThread
 
@@ -398,8 +398,9 @@ BUILDERS: dict[str, Callable[..., Peer]] = {"gather": gather, "quantized_add": q
                                              "deconvolution": deconvolution}
 
 
-def add(candidates: dict, workload: str, op: str, reference: np.ndarray, **data) -> None:
-    """Add the "simd" candidate of `op` (`BUILDERS`) built from `data` to `candidates`, when a library is named.
+def add(candidates: dict, workload: str, op: str, reference: np.ndarray, label: str = "simd", **data) -> None:
+    """Add the `label` candidate ("simd") of `op` (`BUILDERS`) built from `data` to `candidates`, when a library
+    is named.
 
     `reference` is the array synet's "synet" candidate writes (Simd's output has its shape and type): both
     candidates are run once and their outputs compared. Per-call workloads (``micro=True``) also get
@@ -416,7 +417,7 @@ def add(candidates: dict, workload: str, op: str, reference: np.ndarray, **data)
         CHECKS.append(entry)
         print(f"simd {workload}: not run: {reason}", file=sys.stderr)
         return
-    candidates["simd"] = peer.forward
+    candidates[label] = peer.forward
     if micro and peer.per_call is not None:
         candidates["simd, pointers per call"] = peer.per_call
     candidates["synet"]()
