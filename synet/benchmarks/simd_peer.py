@@ -409,13 +409,13 @@ def add(candidates: dict, workload: str, op: str, reference: np.ndarray, label: 
     if lib is None:
         return
     micro = data.pop("micro", False)
-    entry: dict[str, object] = {"workload": workload, "op": op}
+    entry: dict[str, object] = {"workload": workload, "op": op, "label": label}
     try:
         peer = BUILDERS[op](lib, like=reference, **data)
     except Unsupported as reason:
         entry.update(added=False, result=str(reason))
         CHECKS.append(entry)
-        print(f"simd {workload}: not run: {reason}", file=sys.stderr)
+        print(f"{label} {workload}: not run: {reason}", file=sys.stderr)
         return
     candidates[label] = peer.forward
     if micro and peer.per_call is not None:
@@ -428,7 +428,7 @@ def add(candidates: dict, workload: str, op: str, reference: np.ndarray, label: 
         else None
     entry.update(added=True, info=peer.info, **_compare(op, peer.dst, want, tolerance))
     CHECKS.append(entry)
-    print(f"simd {workload}: {_status(entry)}: {entry['result']}" + (f" [{peer.info}]" if peer.info else ""),
+    print(f"{label} {workload}: {_status(entry)}: {entry['result']}" + (f" [{peer.info}]" if peer.info else ""),
           file=sys.stderr)
 
 
@@ -458,4 +458,6 @@ def print_summary(out=sys.stdout) -> None:
     print("\nSimd peer: output against synet's (run once per workload)", file=out)
     for entry in CHECKS:
         info = f" [{entry['info']}]" if entry.get("info") else ""
+        if entry.get("label", "simd") != "simd":
+            info += f" (candidate {entry['label']!r})"
         print(f"  {entry['workload']:<5}{_status(entry):<18}{entry['result']}{info}", file=out)
