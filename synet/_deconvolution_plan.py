@@ -340,6 +340,7 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
         units = [(s0, s1, ob) for s0, s1 in pairs for ob in range(nblocks)]
         run_unit0 += range(0, len(units), AMX_RUN)
         run_unit0.append(len(units))
+    amx_runs = max(0, len(run_unit0) - 1)
     border_z = border_outputs(phases_z, stride[0], pad_begin[0], src[0], dst[0])
     border_y = border_outputs(phases_y, stride[1], pad_begin[1], src[1], dst[1])
     border_x = np.flatnonzero(border_outputs(phases_x, stride[2], pad_begin[2], src[2], dst[2]))
@@ -371,7 +372,7 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
     row_run = 1 if nhwc or amx or depthwise else max(1, min(16, nrows // 64))
     nruns = -(-nrows // row_run)
     ntasks = batch * ((nrows if nhwc else geo.src_c) if depthwise
-                      else g * (len(run_unit0) - 1 if amx else nruns * nblocks))
+                      else g * (amx_runs if amx else nruns * nblocks))
     # non-temporal stores of whole windows: channels first, an output far larger than the caches
     stream = int(not (nhwc or amx or depthwise) and batch * math.prod(dst) * geo.dst_c * (
         2 if geo.dst_type == DataType.BFLOAT16 else 4) >= STREAM_MIN)
@@ -385,7 +386,7 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
         pad_front=pad_begin[0], pad_top=pad_begin[1], pad_left=pad_begin[2], padded_d=dp, padded_h=hp,
         padded_w=wp, pad_low_z=plz, pad_low_y=ply, pad_low_x=plx, cg_padded=cgp, pixel_stride=cpt,
         padded_image=dp * hp * wp * (geo.src_c if depthwise else cpt), kpairs=kpairs, block_width=width,
-        nblocks=nblocks, nrows=nrows, nunits=len(units), amx_runs=max(0, len(run_unit0) - 1), ntasks=ntasks,
+        nblocks=nblocks, nrows=nrows, nunits=len(units), amx_runs=amx_runs, ntasks=ntasks,
         row_run=row_run, stream=stream,
         dst_image=math.prod(dst) * geo.dst_c, pad_rows=pad_rows, nborder_x=len(border_x),
     )

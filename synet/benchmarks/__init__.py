@@ -37,7 +37,8 @@ class Workload:
     flops: int = 0            # floating-point operations of one call, for GFLOP/s
     micro: bool = False       # a per-call-overhead workload: report microseconds
     # make() may return (candidates, meta) with meta["peak"], the arithmetic that bounds synet's kernel when
-    # it is compute-bound: "fp32_fma", "bf16_dot" or "amx_bf16" (synet/_kernels.pyx: peak_flops)
+    # it is compute-bound: "fp32_fma", "bf16_dot" or "amx_bf16" (synet/_kernels.pyx: peak_flops); a 2-D transposed
+    # convolution's meta["conv"] is its ConvParams (benchmarks/kernel_ab/dump.py plans it)
 
 
 def machine_limits(seconds: float = 0.05) -> dict:

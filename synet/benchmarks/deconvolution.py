@@ -76,7 +76,7 @@ def _workload(name, layout, src_c, size, dst_c, kernel, stride, pad, group=1, dt
                 candidates["onnxruntime fp32"] = session
         from . import simd_peer
         simd_peer.add(candidates, name, "deconvolution", dst, conv=conv, x=xs, weight=ws, bias=b)
-        return candidates, {"peak": peak_of(context)}
+        return candidates, {"peak": peak_of(context), "conv": conv}
 
     flops = 2 * kernel * kernel * src_c * src_h * src_w * dst_c // group
     size = 2 if bf16 else 4
