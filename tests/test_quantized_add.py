@@ -316,6 +316,47 @@ def test_folded_alignments(qtype, n, offsets):
             assert (buffer[:start] == 7).all() and (buffer[start + n:] == 7).all()
 
 
+@pytest.mark.parametrize("varying, scalar, dst", [(U8, U8, U8), (I8, I8, I8), (U8, F32, I8), (I8, U8, U8),
+                                                   (U8, I8, U8)], ids=lambda t: t.name)
+@pytest.mark.parametrize("act", [a for a in ACTIVATIONS if a != Activation.PRELU], ids=lambda a: a.name)
+def test_row_tables(varying, scalar, dst, act):
+    # rows of >= 1024 outputs where one operand is one value along the row and the other 1-byte (a 1-byte
+    # output, any activation but PRELU) are looked up in a table of that row's 256 outputs (the amx level,
+    # AVX512-VBMI); every byte value, both sides, rows around the threshold, outputs off a vector boundary
+    rng = np.random.default_rng(1024)
+    params = default_params(act, 1)
+    for n in (1023, 1024, 1090, 4097):
+        x = np.resize(np.arange(256, dtype=np.uint8).view(varying), n)
+        rng.shuffle(x)
+        for c in make(scalar, 3, rng):
+            c = np.array([c], scalar)
+            for a, b in ((x, c), (c, x)):
+                add = context(a, b, dst, SEED_Q, act, params)
+                buffer = np.full(n + 64, 7, dst)
+                out = buffer[5:5 + n]
+                add.forward(a, b, out)
+                check(out, a, b, SEED_Q, act, params)
+                assert (buffer[:5] == 7).all() and (buffer[5 + n:] == 7).all()
+                assert add.forward(a, b, n_threads=2).tobytes() == out.tobytes()
+
+
+@pytest.mark.parametrize("qtype", QTYPES, ids=str)
+def test_row_tables_per_channel_operand(qtype):
+    # Q6's shape: [1, C, H, W] + [1, C, 1, 1], per-tensor and per-axis constants, streamed and not
+    rng = np.random.default_rng(6)
+    for shape in ((1, 16, 56, 56), (1, 4, 1100, 1000)):
+        a, b = make(qtype, shape, rng), make(qtype, (1, shape[1], 1, 1), rng)
+        q = dict(SEED_Q, b_scale=rng.uniform(0.01, 0.03, shape[1]), dst_zero=rng.integers(0, 60, shape[1]))
+        for qq in (SEED_Q, q):
+            for act in (Activation.RELU, Activation.GELU):
+                add = context(a, b, qtype, qq, act)
+                got = add.forward(a, b)
+                check(got, a, b, qq, act)
+                swapped = dict(qq, a_scale=qq["b_scale"], a_zero=qq["b_zero"], b_scale=qq["a_scale"],
+                               b_zero=qq["a_zero"])
+                check(context(b, a, qtype, swapped, act).forward(b, a), b, a, swapped, act)
+
+
 # ---------------------------------------------------------------------------------------------
 # Saturation
 

@@ -1,4 +1,5 @@
-/* QuantizedAdd kernels, compiled once per CPU level (see common.h). Three kernels, chosen by the plan:
+/* QuantizedAdd kernels, compiled once per CPU level (see common.h). Three kernels, chosen by the plan, and
+ * row tables over them:
  *
  * - generic (every type combination and activation): a' + b' in float64 (or in float32 with split
  *   scales where the planner bounds the error below what the output needs), rounded once to float32;
@@ -13,6 +14,9 @@
  * - lookup (1-byte operands and output, per tensor, any activation but PRELU, large outputs): a
  *   65536-entry table built by the generic kernel, indexed by the operands' bytes. AVX-512: 16-lane
  *   gathers; elsewhere scalar loads, which measure as fast here (AVX2 gathers gain ~10 %).
+ *
+ * - row tables (AVX-512 with VBMI): a row whose one operand is constant and whose other operand and output
+ *   are 1-byte is looked up in a table of its 256 outputs, which the row's kernel above computes.
  *
  * Per-axis scales and zero points: one synet_qadd_consts per channel, rows split at channel boundaries;
  * channels shorter than the planner's LANES_INNER_MAX (NHWC's channels) instead run the generic and folded
@@ -773,13 +777,13 @@ static void run_lanes(const synet_qadd_plan *p, synet_size j, const char *a, con
 
 /* ---- the walk ---- */
 
-/* n outputs of one row from flat index `first`, all of one quantisation channel */
-static void run(const synet_qadd_plan *p, const synet_qadd_consts *k, const char *a, const char *b, char *dst,
-                synet_size n, synet_size first)
+/* n outputs of one row from flat index `first`, all of one quantisation channel, by the plan's kernel */
+static void run_kernel(const synet_qadd_plan *p, const synet_qadd_consts *k, const char *a, const char *b, char *dst,
+                       synet_size n, synet_size first, int stream)
 {
     const int mode = p->a_scalar ? 1 : (p->b_scalar ? 2 : 0);
     if (p->mode == SYNET_QADD_FOLDED) {
-        folded_row(a, b, dst, n, k, mode, p->dst_type == SYNET_QADD_I8, p->stream,
+        folded_row(a, b, dst, n, k, mode, p->dst_type == SYNET_QADD_I8, stream,
                    p->dst_type == SYNET_QADD_I8 ? 127.0f : 255.0f);
         return;
     }
@@ -793,6 +797,102 @@ static void run(const synet_qadd_plan *p, const synet_qadd_consts *k, const char
             p, k, p->a_scalar ? a : a + done * type_size(p->a_type),
             p->b_scalar ? b : b + done * type_size(p->b_type), dst + done * type_size(p->dst_type), n - done,
             first + done);
+}
+
+/* ---- row tables (AVX-512 levels, on CPUs with AVX512-VBMI) ---- */
+
+#if SYNET_AVX512 && defined(__GNUC__) && defined(__x86_64__)
+#include <cpuid.h>
+#define ROW_TABLES 1
+#define ROW_TABLE_MIN 1024 /* row outputs from which a row table pays for its 256 outputs */
+#define VBMI __attribute__((target("avx512vbmi")))
+
+/* whether the CPU has AVX512-VBMI (CPUID 7.0 ECX bit 1; the AVX-512 level has checked the OS's ZMM state) */
+static int cpu_has_vbmi(void)
+{
+    static int answer = -1; /* idempotent: threads that race compute the same value */
+    int known = __atomic_load_n(&answer, __ATOMIC_RELAXED);
+    if (known < 0) {
+        unsigned a, b, c = 0, d;
+        known = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((c >> 1) & 1);
+        __atomic_store_n(&answer, known, __ATOMIC_RELAXED);
+    }
+    return known;
+}
+
+/* Whether a row of n outputs depends on one operand's byte only: the other operand is one value along the
+   row, the output is 1-byte, and the activation does not depend on the position (every one but PRELU). */
+static int row_table_applies(const synet_qadd_plan *p, synet_size n)
+{
+    const int varying = p->a_scalar ? p->b_type : p->a_type;
+    return (p->a_scalar ^ p->b_scalar) && n >= ROW_TABLE_MIN && varying != SYNET_QADD_F32 &&
+           p->dst_type != SYNET_QADD_F32 && p->act != SYNET_ACT_PRELU && cpu_has_vbmi();
+}
+
+/* table[x] for the 4 vectors of a row table (bytes 0..255 of the varying operand, raw bits): indices 0-127
+   by one vpermi2b over the first two, 128-255 over the last two, chosen by the index's top bit */
+VBMI SYNET_INLINE __m512i row_table_lookup(__m512i x, const __m512i t[4])
+{
+    const __m512i low = _mm512_permutex2var_epi8(t[0], x, t[1]);
+    const __m512i high = _mm512_permutex2var_epi8(t[2], x, t[3]);
+    return _mm512_mask_blend_epi8(_mm512_movepi8_mask(x), low, high);
+}
+
+/* n outputs of the varying operand's bytes x looked up in `table`, 64 a step (aligned stores; streamed when
+   `stream`) */
+VBMI static void row_table_lookups(const uint8_t *x, const uint8_t *table, uint8_t *out, synet_size n, int stream)
+{
+    __m512i t[4];
+    for (int r = 0; r < 4; ++r)
+        t[r] = _mm512_load_si512((const void *)(table + 64 * r));
+    const synet_size head = SYNET_MIN(n, (synet_size)((64 - (uintptr_t)out % 64) % 64));
+    synet_size i = 0;
+    if (head) {
+        const __mmask64 mask = _bzhi_u64(~0ULL, (unsigned)head);
+        _mm512_mask_storeu_epi8((void *)out, mask, row_table_lookup(_mm512_maskz_loadu_epi8(mask, x), t));
+        i = head;
+    }
+    if (stream) {
+        for (; i + 64 <= n; i += 64)
+            _mm512_stream_si512((__m512i *)(out + i), row_table_lookup(_mm512_loadu_si512(x + i), t));
+        _mm_sfence();
+    } else {
+        for (; i + 64 <= n; i += 64)
+            _mm512_store_si512((__m512i *)(out + i), row_table_lookup(_mm512_loadu_si512(x + i), t));
+    }
+    if (i < n) {
+        const __mmask64 mask = _bzhi_u64(~0ULL, (unsigned)(n - i));
+        _mm512_mask_storeu_epi8((void *)(out + i), mask, row_table_lookup(_mm512_maskz_loadu_epi8(mask, x + i), t));
+    }
+}
+
+/* A row that row_table_applies to: its own kernel computes the outputs of all 256 byte values of the
+   varying operand into a table (so the same bits as running it on the row), then the row's outputs are
+   looked up: 2 permutes and a blend per 64 outputs instead of the kernel's arithmetic (Q6, the folded u8
+   kernel with a per-channel b: 4 conversions, 4 FMAs, 4 conversions back and 4 packs or shuffles). */
+static void row_table_run(const synet_qadd_plan *p, const synet_qadd_consts *k, const char *a, const char *b,
+                          char *dst, synet_size n, synet_size first)
+{
+    _Alignas(64) uint8_t bytes[256], table[256];
+    for (int i = 0; i < 256; ++i)
+        bytes[i] = (uint8_t)i;
+    run_kernel(p, k, p->a_scalar ? a : (const char *)bytes, p->a_scalar ? (const char *)bytes : b, (char *)table,
+               256, first, 0);
+    row_table_lookups((const uint8_t *)(p->a_scalar ? b : a), table, (uint8_t *)dst, n, p->stream);
+}
+#endif
+
+/* n outputs of one row from flat index `first`, all of one quantisation channel */
+static void run(const synet_qadd_plan *p, const synet_qadd_consts *k, const char *a, const char *b, char *dst,
+                synet_size n, synet_size first)
+{
+#ifdef ROW_TABLES
+    if (row_table_applies(p, n)) {
+        row_table_run(p, k, a, b, dst, n, first);
+        return;
+    }
+#endif
+    run_kernel(p, k, a, b, dst, n, first, p->stream);
 }
 
 /* outputs start..stop, row segment by row segment (and channel by channel when per axis) */
