@@ -291,11 +291,15 @@ def run(only: list[str] | None = None, repeats: int = 7, target_s: float = 0.01,
     return rows
 
 
-# Peers restricted to the same instructions as a synet level (set in the peer's own subprocess).
+# Peers restricted to the same instructions as a synet level (set in the peer's own subprocess): PyTorch's
+# own kernels, oneDNN's, and MKL's (its SGEMM runs PyTorch's 1x1 transposed convolutions, D3, and ignores
+# the other two: unrestricted it ran AVX-512 code at "avx2"; FP32 GEMMs gain nothing from the higher levels).
 PEER_ISA_ENV = {
-    "baseline": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"},
-    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
-    "avx512": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE"},
+    "baseline": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41",
+                 "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "avx512": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE",
+               "MKL_ENABLE_INSTRUCTIONS": "AVX512"},
     "avx512_bf16": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"},
     "amx": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_AMX"},
 }
