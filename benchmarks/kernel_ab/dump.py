@@ -1,10 +1,11 @@
 """Write the plan of a bench transposed convolution for the kernel A/B harness (see build.sh).
 
-    python benchmarks/kernel_ab/dump.py D5 [OUT.plan]
+    python benchmarks/kernel_ab/dump.py D5 [OUT.plan] [LEVEL]
 
 The workload's own ConvParams (synet/benchmarks/deconvolution.py: its make() returns them as meta["conv"]),
-planned by synet's planner for this CPU's best level (AMX where it is allowed), written as ``s NAME VALUE``
-lines (scalars) and ``t NAME COUNT V...`` lines (tables).
+planned by synet's planner for the micro-kernels of LEVEL (default amx: AMX where it is allowed; the
+harness must be built for the same level), written as ``s NAME VALUE`` lines (scalars) and
+``t NAME COUNT V...`` lines (tables).
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from synet.benchmarks import deconvolution as workloads
 def main() -> None:
     name = sys.argv[1]
     out = sys.argv[2] if len(sys.argv) > 2 else f"{name}.plan"
+    level = sys.argv[3] if len(sys.argv) > 3 else "amx"
+    micro_bf16, micro_amx = level in ("avx512_bf16", "amx"), level == "amx"
     workload = next(w for w in workloads.WORKLOADS if w.name == name)
     conv = workload.make()[1]["conv"]
-    plan = planning.plan(1, conv, 0, True, True, synet._deconvolution.amx_available)
+    plan = planning.plan(1, conv, 0, micro_bf16, micro_amx, synet._deconvolution.amx_available)
     with open(out, "w") as f:
         for key, value in plan.scalars.items():
             f.write(f"s {key} {int(value)}\n")

@@ -11,6 +11,8 @@ __attribute__((visibility("default"))) void ENTRY(const synet_deconv_plan *p, co
         pad_row(p, src, image, t);
     for (synet_size t = 0; t < p->ntasks; ++t)
         task(p, src, image, dst, t, rows);
+#if HAVE_AMX
     if (p->micro == SYNET_MICRO_AMX)
         amx_release();
+#endif
 }
