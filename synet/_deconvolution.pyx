@@ -194,7 +194,8 @@ cdef _Geometry _new_geometry(planned):
         geo.weight_steps[i] = planned.weight_steps[i]
     geo.zero_bias = np.zeros(planned.geometry.dst_c, np.float32)
     geo.zero_bias.flags.writeable = False
-    p.impl, p.micro, p.src_bf16, p.dst_bf16 = s["impl"], s["micro"], s["src_bf16"], s["dst_bf16"]
+    p.impl, p.micro, p.wide_weights = s["impl"], s["micro"], s["wide_weights"]
+    p.src_bf16, p.dst_bf16 = s["src_bf16"], s["dst_bf16"]
     p.nhwc, p.direct, p.act, p.buf_size = s["nhwc"], s["direct"], s["act"], s["buf_size"]
     p.batch, p.src_c, p.src_d, p.src_h, p.src_w = s["batch"], s["src_c"], s["src_d"], s["src_h"], s["src_w"]
     p.dst_c, p.dst_d, p.dst_h, p.dst_w, p.group = s["dst_c"], s["dst_d"], s["dst_h"], s["dst_w"], s["group"]

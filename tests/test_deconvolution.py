@@ -16,6 +16,7 @@ from synet import (
     ConvParams,
     DataType,
     Deconvolution16b,
+    _deconvolution_plan,
     conv_transpose2d,
     float32_to_bfloat16,
 )
@@ -480,13 +481,16 @@ def amx_order_sum(x, w):
     return total
 
 
+@pytest.mark.parametrize("weights", ["pairs", "wide"])
 @pytest.mark.parametrize("compat", [0, Compatibility.BF16_SOFT], ids=["hardware", "soft"])
 @pytest.mark.parametrize("src_c, dst_c, group, layout", [(70, 24, 1, "NHWC"), (40, 20, 1, "NCHW"), (12, 10, 2, "NHWC"),
                                                          (6, 33, 1, "NCHW"), (16, 16, 1, "NHWC")])
-def test_sums_in_the_amx_tiles_order(src_c, dst_c, group, layout, compat):
-    """Every kernel (AMX, vdpbf16ps, the FP32 one at every level) sums in tdpbf16ps's order, so every CPU level
-    gives the same bits (SPEC section 8): against a NumPy model of that order, kernel 2 stride 2 (one tap per
-    output), every output of the BF16-rounded operands bit for bit."""
+def test_sums_in_the_amx_tiles_order(src_c, dst_c, group, layout, compat, weights, monkeypatch):
+    """Every kernel (AMX, vdpbf16ps, the FP32 one at every level, with its weights as BF16 pairs or widened to
+    float32 rows) sums in tdpbf16ps's order, so every CPU level gives the same bits (SPEC section 8): against a
+    NumPy model of that order, kernel 2 stride 2 (one tap per output), every output of the BF16-rounded
+    operands bit for bit."""
+    monkeypatch.setattr(_deconvolution_plan, "WIDE_MAX", -1 if weights == "pairs" else 1 << 40)
     rng = np.random.default_rng(src_c)
     cg_in, cg_out = src_c // group, dst_c // group
     x = bf16_round(rng.standard_normal((2, src_c, 5, 7))).astype(np.float32)

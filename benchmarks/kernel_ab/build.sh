@@ -5,6 +5,10 @@
 #   python benchmarks/kernel_ab/dump.py D5 /tmp/D5.plan    (a bench workload's plan)
 #   /tmp/kernel_ab/harness /tmp/D5.plan [SECONDS] [SRC_OFFSET] [PLAN_B]
 #
+# PLAN_B (B runs it instead of PLAN): a plan of the same workload made differently, e.g. by dump.py with
+# synet._deconvolution_plan.WIDE_MAX patched (the FP32 weights as pairs or float32 rows); the weights are
+# random bits either way, so "same bits" then compares nothing meaningful across the two layouts.
+#
 # On a VM whose core runs 2-3x slower for seconds at a time, whole builds timed in turn (benchmarks/ab.py)
 # resolve about 5 %; this harness alternates the two kernels every ~20 ms on the same plan and data, and two
 # copies of the same source give B/A 1.00 with quartiles within 2-3 %. It times the kernel alone (no

@@ -56,11 +56,12 @@ typedef struct {
 /* ---- the FP32 micro-kernel, with the level's vectors (deconvolution_level.h) ---- */
 
 /* The sums of one parity (0: the even channels 2k, 1: the odd ones 2k + 1) over pairs k0 <= k < k1 of M pixels
-   (at, ps apart) x NV vectors of channels, from zero, in channel order; b: pair k0's weights row. The
+   (at, ps apart) x NV vectors of channels, from zero, in channel order; b: pair k0's weights, rows bstride
+   floats apart: `wide`, float32 weights of this parity; else (even, odd) BF16 pairs, taken apart here. The
    weights of every vector first, then pixel by pixel: the sums, NV weights and a broadcast stay in registers
    (pixels outermost kept each broadcast alive across the vectors and spilled the sums). */
-SYNET_INLINE void fp32_chain(const float *at, int64_t ps, const uint16_t *b, int64_t bstride, int64_t k0, int64_t k1,
-                             const int parity, const int M, const int NV, vfloat sum[MMAX][4])
+SYNET_INLINE void fp32_chain(const float *at, int64_t ps, const float *b, int64_t bstride, int64_t k0, int64_t k1,
+                             const int parity, const int wide, const int M, const int NV, vfloat sum[MMAX][4])
 {
     const vbits high = (vbits)splat(synet_f32_from_bits(0xFFFF0000u));
     for (int m = 0; m < M; ++m)
@@ -70,8 +71,12 @@ SYNET_INLINE void fp32_chain(const float *at, int64_t ps, const uint16_t *b, int
     for (int64_t k = k0; k < k1; ++k, b += bstride) {
         vfloat w[4];
         for (int v = 0; v < NV; ++v) {
-            const vbits bits = *(const vbits_u *)(const void *)(b + 2 * VW * v);
-            w[v] = parity ? (vfloat)(bits & high) : (vfloat)(bits << 16);
+            if (wide) {
+                w[v] = *(const vfloat_u *)(const void *)(b + VW * v);
+            } else {
+                const vbits bits = *(const vbits_u *)(const void *)(b + VW * v);
+                w[v] = parity ? (vfloat)(bits & high) : (vfloat)(bits << 16);
+            }
         }
         for (int m = 0; m < M; ++m) {
             const vfloat x = splat(at[m * ps + 2 * k + parity]);
@@ -83,11 +88,12 @@ SYNET_INLINE void fp32_chain(const float *at, int64_t ps, const uint16_t *b, int
 
 /* out[m][n] (row stride BLOCK) = the sum over taps t and blocks of KBLOCK channel pairs, in tdpbf16ps's order
    (see the top of the file), of a[toff[t] + m*ps + c] * b[.][n][c & 1] for channels c = 2k, 2k + 1, for m < M,
-   n < NV * VW; b rows (one per pair k) are bstride uint16 apart. A block's even sums wait in memory while
-   its odd ones are summed, so that one parity's sums fill the registers. */
+   n < NV * VW; b: pair 0's weights (fp32_chain), the next pair's bstride floats further; `wide`: its odd
+   weights `half` floats after its even ones. A block's even sums wait in memory while its odd ones are
+   summed, so that one parity's sums fill the registers. */
 SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
-                            const uint16_t *b, int64_t bstride, float *out, const int M, const int NV,
-                            const tile_store *ts)
+                            const float *b, int64_t bstride, int64_t half, float *out, const int wide, const int M,
+                            const int NV, const tile_store *ts)
 {
     vfloat total[MMAX][4], even[MMAX][4], odd[MMAX][4];
     for (int m = 0; m < M; ++m)
@@ -96,8 +102,8 @@ SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, 
     for (int64_t t = 0; t < ntaps; ++t)
         for (int64_t k0 = 0; k0 < kpairs; k0 += KBLOCK) {
             const int64_t k1 = SYNET_MIN(kpairs, k0 + KBLOCK);
-            fp32_chain(a + toff[t], ps, b, bstride, k0, k1, 0, M, NV, even);
-            fp32_chain(a + toff[t], ps, b, bstride, k0, k1, 1, M, NV, odd);
+            fp32_chain(a + toff[t], ps, b, bstride, k0, k1, 0, wide, M, NV, even);
+            fp32_chain(a + toff[t], ps, wide ? b + half : b, bstride, k0, k1, 1, wide, M, NV, odd);
             for (int m = 0; m < M; ++m)
                 for (int v = 0; v < NV; ++v)
                     total[m][v] = total[m][v] + (even[m][v] + odd[m][v]);
@@ -125,17 +131,21 @@ SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, 
             *(vfloat_u *)(void *)(out + m * BLOCK + VW * v) = total[m][v];
 }
 
-#define FP32_CASE(MM, NN) \
-    case (MM) * 8 + (NN): \
-        fp32_tile(a, toff, ntaps, kpairs, ps, b, bstride, out, MM, NN, ts); \
+#define FP32_CASE(MM, NN)                                                                \
+    case (MM) * 8 + (NN):                                                                \
+        if (half)                                                                        \
+            fp32_tile(a, toff, ntaps, kpairs, ps, b, bstride, half, out, 1, MM, NN, ts); \
+        else                                                                             \
+            fp32_tile(a, toff, ntaps, kpairs, ps, b, bstride, 0, out, 0, MM, NN, ts);    \
         return;
 #define FP32_CASES_M5(NN) FP32_CASE(1, NN) FP32_CASE(2, NN) FP32_CASE(3, NN) FP32_CASE(4, NN) FP32_CASE(5, NN)
 #define FP32_CASES_M6(NN) FP32_CASES_M5(NN) FP32_CASE(6, NN)
 #define FP32_CASES_M8(NN) FP32_CASES_M6(NN) FP32_CASE(7, NN) FP32_CASE(8, NN)
 #define FP32_CASES_M12(NN) FP32_CASES_M8(NN) FP32_CASE(9, NN) FP32_CASE(10, NN) FP32_CASE(11, NN) FP32_CASE(12, NN)
 
+/* fp32_tile of M x NV vectors; half > 0: wide weights (odd ones `half` floats after the even ones), 0: pairs */
 static void fp32_call(const float *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
-                      const uint16_t *b, int64_t bstride, float *out, int M, int NV, const tile_store *ts)
+                      const float *b, int64_t bstride, int64_t half, float *out, int M, int NV, const tile_store *ts)
 {
     switch (M * 8 + NV) {
 #if VW == 16
@@ -467,8 +477,12 @@ static void micro_tile(const synet_deconv_plan *p, const void *a, const int64_t 
             continue;
         }
 #endif
-        fp32_call((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride, b + 2 * c0, 2 * channels, out + c0, M,
-                  span / VW, ts ? &part : NULL);
+        if (p->wide_weights) /* rows of 2 * channels floats, the odd half `channels` after the even one */
+            fp32_call((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride, (const float *)(const void *)b + c0,
+                      2 * channels, channels, out + c0, M, span / VW, ts ? &part : NULL);
+        else /* rows of `channels` pairs: as floats, 2 channels' pair a float */
+            fp32_call((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride, (const float *)(const void *)b + c0,
+                      channels, 0, out + c0, M, span / VW, ts ? &part : NULL);
     }
 }
 
@@ -890,6 +904,23 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
     return nonfinite != 0;
 }
 
+/* uint16 elements of one packed row of `lanes` output channels: (even, odd) BF16 pairs, or (wide_weights, the
+   FP32 micro-kernel where they fit L2) lanes float32 even weights then lanes odd ones, widened once here
+   rather than on every load */
+static synet_size row_units(const synet_deconv_plan *p, synet_size lanes) { return lanes * (p->wide_weights ? 4 : 2); }
+
+/* a row of (even, odd) BF16 pairs in the first half of its place -> a wide_weights row (row_units) */
+static void widen_row(uint16_t *row, synet_size lanes)
+{
+    uint32_t pairs[BLOCK], wide[2 * BLOCK];
+    memcpy(pairs, row, (size_t)lanes * 4);
+    for (synet_size n = 0; n < lanes; ++n) {
+        wide[n] = pairs[n] << 16;
+        wide[lanes + n] = pairs[n] & 0xFFFF0000u;
+    }
+    memcpy(row, wide, (size_t)lanes * 8);
+}
+
 /* The weights of packed pair k of group g: those of its low and its high half's input channel, NULL for a
    pad channel. The FP32 and AMX kernels read channels (2k, 2k + 1); the vdpbf16ps kernel (bf16_tile) reads
    4 channels c .. c + 3 as the pairs (low c + 2, high c) and (c + 3, c + 1). */
@@ -930,7 +961,8 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
             const synet_size t0 = p->phase_tap0[phase];
             for (synet_size t = 0; t < p->phase_taps[phase]; ++t)
                 rows[(p->tap_kz[t0 + t] * p->kernel_y + p->tap_ky[t0 + t]) * p->kernel_x + p->tap_kx[t0 + t]] =
-                    packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob] + (t * p->kpairs + k) * lanes * 2;
+                    packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob] +
+                    (t * p->kpairs + k) * row_units(p, lanes);
         }
         for (synet_size n = 0; n < lanes; n += 16) {
             const synet_size nn = SYNET_MIN((synet_size)16, valid - n);
@@ -946,6 +978,9 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
                 _mm512_storeu_si512((void *)(rows[t] + 2 * n), _mm512_or_si512(a, _mm512_slli_epi32(b, 16)));
             }
         }
+        if (p->wide_weights)
+            for (synet_size t = 0; t < taps; ++t)
+                widen_row(rows[t], lanes);
     }
     return bad != 0;
 }
@@ -971,13 +1006,15 @@ static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, 
                 const synet_size first = ob * p->block_width;
                 const synet_size valid = SYNET_MIN(p->block_width, p->cg_out - first), lanes = (valid + 15) / 16 * 16;
                 uint16_t *row = packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob] +
-                                (t * p->kpairs + k) * lanes * 2;
+                                (t * p->kpairs + k) * row_units(p, lanes);
                 if (!w0 && !w1) { /* a pad pair (AMX pads channels to 32, vdpbf16ps to 4) */
-                    memset(row, 0, lanes * 4);
+                    memset(row, 0, (size_t)row_units(p, lanes) * 2);
                     continue;
                 }
                 const synet_size at = tap + first * w->co_step;
                 nonfinite |= pack_row(w0 ? w0 + at : NULL, w1 ? w1 + at : NULL, w->co_step, valid, lanes, row);
+                if (p->wide_weights)
+                    widen_row(row, lanes);
             }
         }
     }

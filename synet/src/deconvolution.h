@@ -23,6 +23,7 @@ enum { SYNET_MICRO_FP32 = 0, SYNET_MICRO_BF16 = 1, SYNET_MICRO_AMX = 2 };
 typedef struct synet_deconv_plan {
     int impl;        /* SYNET_DECONV_GEMM or SYNET_DECONV_DEPTHWISE */
     int micro;       /* GEMM: SYNET_MICRO_* */
+    int wide_weights; /* SYNET_MICRO_FP32: packed rows of float32 weights (even channels, then odd), not pairs */
     int src_bf16, dst_bf16; /* BF16 (raw bits) or FP32 src / dst */
     int nhwc;        /* NHWC (else NCHW) src and dst */
     int direct;      /* BF16 NHWC src read in place as the padded image (no copy) */
