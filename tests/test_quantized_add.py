@@ -320,12 +320,13 @@ def test_folded_alignments(qtype, n, offsets):
                                                    (U8, I8, U8)], ids=lambda t: t.name)
 @pytest.mark.parametrize("act", [a for a in ACTIVATIONS if a != Activation.PRELU], ids=lambda a: a.name)
 def test_row_tables(varying, scalar, dst, act):
-    # rows of >= 1024 outputs where one operand is one value along the row and the other 1-byte (a 1-byte
-    # output, any activation but PRELU) are looked up in a table of that row's 256 outputs (the amx level,
-    # AVX512-VBMI); every byte value, both sides, rows around the threshold, outputs off a vector boundary
+    # rows where one operand is one value along the row and the other 1-byte (a 1-byte output, any activation
+    # but PRELU) are looked up in a table of that row's 256 outputs (AVX512-VBMI) from 320 (generic kernel),
+    # 640 (folded) or 1024 outputs (lookup); every byte value, both sides, rows around those lengths, outputs
+    # off a vector boundary
     rng = np.random.default_rng(1024)
     params = default_params(act, 1)
-    for n in (1023, 1024, 1090, 4097):
+    for n in (319, 320, 639, 640, 1023, 1024, 1090, 4097):
         x = np.resize(np.arange(256, dtype=np.uint8).view(varying), n)
         rng.shuffle(x)
         for c in make(scalar, 3, rng):

@@ -804,7 +804,6 @@ static void run_kernel(const synet_qadd_plan *p, const synet_qadd_consts *k, con
 #if SYNET_AVX512 && defined(__GNUC__) && defined(__x86_64__)
 #include <cpuid.h>
 #define ROW_TABLES 1
-#define ROW_TABLE_MIN 1024 /* row outputs from which a row table pays for its 256 outputs */
 #define VBMI __attribute__((target("avx512vbmi")))
 
 /* whether the CPU has AVX512-VBMI (CPUID 7.0 ECX bit 1; the AVX-512 level has checked the OS's ZMM state) */
@@ -820,12 +819,21 @@ static int cpu_has_vbmi(void)
     return known;
 }
 
+/* Row outputs from which a row table beats the plan's kernel on the whole row (u8 + per-channel u8, one
+   thread, crossovers measured between 256 and 1023 outputs a row): generic 256-392 (GELU in float64, ~22 ns
+   an output; HSWISH 256-392 too), folded 512-784, lookup 784-1023 (its table's 256 entries are 256 cache
+   lines of the 64 KiB table). */
+static synet_size row_table_min(int mode)
+{
+    return mode == SYNET_QADD_GENERIC ? 320 : (mode == SYNET_QADD_FOLDED ? 640 : 1024);
+}
+
 /* Whether a row of n outputs depends on one operand's byte only: the other operand is one value along the
    row, the output is 1-byte, and the activation does not depend on the position (every one but PRELU). */
 static int row_table_applies(const synet_qadd_plan *p, synet_size n)
 {
     const int varying = p->a_scalar ? p->b_type : p->a_type;
-    return (p->a_scalar ^ p->b_scalar) && n >= ROW_TABLE_MIN && varying != SYNET_QADD_F32 &&
+    return (p->a_scalar ^ p->b_scalar) && n >= row_table_min(p->mode) && varying != SYNET_QADD_F32 &&
            p->dst_type != SYNET_QADD_F32 && p->act != SYNET_ACT_PRELU && cpu_has_vbmi();
 }
 
