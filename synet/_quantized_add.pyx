@@ -189,7 +189,8 @@ cdef _QaddState _new_state(planned):
 
 
 cdef object _build_lut(synet_qadd_plan* plan, a_dtype, b_dtype):
-    """dst of the generic kernel for every pair of operand bytes, at (a_byte << 8) | b_byte (its bits)."""
+    """dst of the generic kernel for every pair of operand bytes, at (a_byte << 8) | b_byte (its bits), then
+    the same transposed, at 65536 + ((b_byte << 8) | a_byte): a row with a constant b reads a row of it."""
     cdef synet_qadd_plan flat = plan[0]
     cdef int status
     flat.mode = SYNET_QADD_GENERIC
@@ -201,7 +202,7 @@ cdef object _build_lut(synet_qadd_plan* plan, a_dtype, b_dtype):
     pairs = np.arange(65536, dtype=np.uint16)
     a = (pairs >> 8).astype(np.uint8).view(a_dtype)
     b = (pairs & 0xFF).astype(np.uint8).view(b_dtype)
-    lut = np.zeros(65536 + 64, dtype=np.uint8)  # padded for the AVX-512 kernel's 4-byte gathers
+    lut = np.zeros(2 * 65536 + 64, dtype=np.uint8)  # padded for the AVX-512 kernel's 4-byte gathers
     cdef int threads = call_threads(None)
     cdef const void* pa = data_of(a)
     cdef const void* pb = data_of(b)
@@ -210,6 +211,7 @@ cdef object _build_lut(synet_qadd_plan* plan, a_dtype, b_dtype):
         status = qadd_run(&flat, pa, pb, pd, threads)
     if status != SYNET_OK:
         raise internal_error("QuantizedAdd lookup table", status)
+    lut[65536:2 * 65536] = lut[:65536].reshape(256, 256).T.ravel()
     return lut
 
 

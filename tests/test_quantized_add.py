@@ -321,9 +321,9 @@ def test_folded_alignments(qtype, n, offsets):
 @pytest.mark.parametrize("act", [a for a in ACTIVATIONS if a != Activation.PRELU], ids=lambda a: a.name)
 def test_row_tables(varying, scalar, dst, act):
     # rows where one operand is one value along the row and the other 1-byte (a 1-byte output, any activation
-    # but PRELU) are looked up in a table of that row's 256 outputs (AVX512-VBMI) from 320 (generic kernel),
-    # 640 (folded) or 1024 outputs (lookup); every byte value, both sides, rows around those lengths, outputs
-    # off a vector boundary
+    # but PRELU) are looked up in a table of that row's 256 outputs (AVX512-VBMI) from 320 (generic kernel)
+    # or 640 outputs (folded; the lookup kernel's from 32, test_row_tables_per_channel_operand); every byte
+    # value, both sides, rows around those lengths, outputs off a vector boundary
     rng = np.random.default_rng(1024)
     params = default_params(act, 1)
     for n in (319, 320, 639, 640, 1023, 1024, 1090, 4097):
@@ -343,9 +343,10 @@ def test_row_tables(varying, scalar, dst, act):
 
 @pytest.mark.parametrize("qtype", QTYPES, ids=str)
 def test_row_tables_per_channel_operand(qtype):
-    # Q6's shape: [1, C, H, W] + [1, C, 1, 1], per-tensor and per-axis constants, streamed and not
+    # Q6's shape: [1, C, H, W] + [1, C, 1, 1], per-tensor and per-axis constants, streamed and not; GELU on
+    # all but the first (per tensor) runs the lookup kernel, whose rows of 32 or more read a row of its table
     rng = np.random.default_rng(6)
-    for shape in ((1, 16, 56, 56), (1, 4, 1100, 1000)):
+    for shape in ((1, 16, 56, 56), (1, 4300, 1, 31), (1, 4100, 1, 32), (1, 1024, 14, 14), (1, 4, 1100, 1000)):
         a, b = make(qtype, shape, rng), make(qtype, (1, shape[1], 1, 1), rng)
         q = dict(SEED_Q, b_scale=rng.uniform(0.01, 0.03, shape[1]), dst_zero=rng.integers(0, 60, shape[1]))
         for qq in (SEED_Q, q):

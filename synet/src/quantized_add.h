@@ -48,7 +48,8 @@ typedef struct synet_qadd_plan {
     int act;                      /* SYNET_ACT_* */
     const float *act_params;      /* the activation's parameters (PRELU: slopes) */
     synet_size prelu_inner, prelu_channels; /* PRELU: channel of output o = o / inner % channels */
-    const uint8_t *lut;           /* LOOKUP: 65536 (+ 64 padding) bytes, dst of (a_byte << 8) | b_byte */
+    const uint8_t *lut;           /* LOOKUP: 2 * 65536 (+ 64 padding) bytes, dst of (a_byte << 8) | b_byte,
+                                     then at 65536 + ((b_byte << 8) | a_byte) the same (transposed) */
     const synet_qadd_consts *consts;
     synet_size nchan, chan_inner; /* channel of output o = o / chan_inner % nchan (nchan 1: per tensor) */
     /* broadcasting: `size` outputs in rows of `inner`; row r's operand offsets unravel r over `rank`
