@@ -349,7 +349,7 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
     phases = math.prod(stride)
     # the FP32 micro-kernel's weights as float32 rows (no unpacking of BF16 pairs in its inner loop: D2, D3,
     # D5 0.88-0.93x the time at avx512 and avx2) where a channel block's weights, twice the bytes, stay well
-    # inside L2 (D1's 1 MiB: 1.02-1.05x slower than pairs)
+    # inside L2 (D1's 1 MiB: 1.07-1.12x slower than pairs)
     wide = int(micro == MICRO_FP32 and not depthwise and len(tap_k) * kpairs * min(width, cg_out) * 8 <= WIDE_MAX)
     weight_offsets, offset = [], 0
     if not depthwise:
