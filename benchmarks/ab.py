@@ -20,33 +20,54 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import os
 import statistics
 import sys
 import time
 
 
+def synet_modules() -> list[str]:
+    return [name for name in sys.modules if name.split(".")[0] == "synet"]
+
+
 def load(path: str) -> dict:
-    """synet from source tree `path`, as a dict of its modules (removed from sys.modules again)."""
+    """synet from source tree `path`, as a dict of its modules (removed from sys.modules again), the
+    workload modules (which synet.benchmarks imports lazily) included."""
     sys.path.insert(0, path)
     try:
         importlib.invalidate_caches()
         synet = importlib.import_module("synet")
-        importlib.import_module("synet.benchmarks")
+        importlib.import_module("synet.benchmarks").all_workloads()
         if not synet.__file__.startswith(path):
             raise SystemExit(f"{path}: imported synet from {synet.__file__}")
     finally:
         sys.path.remove(path)
-    return {name: sys.modules.pop(name) for name in list(sys.modules) if name.split(".")[0] == "synet"}
+    return {name: sys.modules.pop(name) for name in synet_modules()}
+
+
+def activate(modules: dict) -> None:
+    """Make one build's modules the only synet modules in sys.modules. (Updating sys.modules with them
+    left the other build's lazily imported modules in place: until 2026-12-01 every build's workloads came
+    from the workload modules of build A, so both sides of a comparison ran A's code.)"""
+    for name in synet_modules():
+        del sys.modules[name]
+    sys.modules.update(modules)
 
 
 def candidates(modules: dict, names: list[str], candidate: str) -> dict:
-    """The `candidate` callable of each named workload, built with this build's modules in place."""
-    sys.modules.update(modules)
+    """The `candidate` callable of each named workload, built with this build's modules in place (and what
+    making them imported added to them)."""
+    activate(modules)
     found = {}
     for workload in modules["synet.benchmarks"].all_workloads():
         if workload.name in names:
             made = workload.make()
             found[workload.name] = (made[0] if isinstance(made, tuple) else made)[candidate]
+    modules.update({name: sys.modules[name] for name in synet_modules()})
+    root = os.path.dirname(os.path.dirname(modules["synet"].__file__))
+    for name, module in modules.items():
+        if not (getattr(module, "__file__", None) or root).startswith(root):
+            raise SystemExit(f"{name} of the wrong build: {module.__file__}")
     return found
 
 
@@ -77,13 +98,13 @@ def main() -> None:
     for name in names:
         fns = [m[name] for m in made]
         for i, fn in enumerate(fns):
-            sys.modules.update(modules[build_of[i]])   # what a call imports lazily comes from its own build
+            activate(modules[build_of[i]])   # what a call imports lazily comes from its own build
             timed(fn, 3)
         calls = max(1, int(args.sample / timed(fns[0], 3)))
         times: list[list[float]] = [[] for _ in fns]
         for r in range(args.rounds):
             for i in (range(4) if r % 2 == 0 else range(3, -1, -1)):
-                sys.modules.update(modules[build_of[i]])
+                activate(modules[build_of[i]])
                 timed(fns[i], max(1, calls // 4))   # this candidate's caches and clocks
                 times[i].append(timed(fns[i], calls))
         a, b = times[0] + times[3], times[1] + times[2]
