@@ -477,12 +477,11 @@ static void micro_tile(const synet_deconv_plan *p, const void *a, const int64_t 
             continue;
         }
 #endif
-        if (p->wide_weights) /* rows of 2 * channels floats, the odd half `channels` after the even one */
-            fp32_call((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride, (const float *)(const void *)b + c0,
-                      2 * channels, channels, out + c0, M, span / VW, ts ? &part : NULL);
-        else /* rows of `channels` pairs: as floats, 2 channels' pair a float */
-            fp32_call((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride, (const float *)(const void *)b + c0,
-                      channels, 0, out + c0, M, span / VW, ts ? &part : NULL);
+        /* wide: rows of 2 * channels floats, the odd half `channels` after the even one; else rows of
+           `channels` pairs (a float each) */
+        const int64_t half = p->wide_weights ? channels : 0;
+        fp32_call((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride, (const float *)(const void *)b + c0,
+                  channels + half, half, out + c0, M, span / VW, ts ? &part : NULL);
     }
 }
 
