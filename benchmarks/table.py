@@ -40,7 +40,7 @@ def main(path: str, before_path: str | None = None) -> None:
         two = candidates.get("synet x2")
         speedup = f"{synet['ms'] / two['ms']:.2f}x" if two else ""
         peers = "; ".join(f"{label} {row['vs_synet']:.2f}x" for label, row in candidates.items()
-                          if label not in ("synet", "synet x2"))
+                          if label not in ("synet", "synet x2") and not label.startswith("limit:"))
         then = (time_of(before[name]["synet"]) if name in before else "new",) if before else ()
         table.append((name, time_of(synet), *then, rate, limit, speedup, peers))
     widths = [max(len(r[i]) for r in table + [head]) for i in range(len(head))]

@@ -360,23 +360,42 @@ cdef const synet_peak_kernels* _PEAK = synet_peak_kernels_at(_LEVEL)
 PEAK_KINDS = ("fp32_fma", "bf16_dot", "amx_bf16")
 
 
+ctypedef double (*peak_loop)(int64_t) noexcept nogil
+
+
+cdef peak_loop _peak_loop_of(str kind) except *:
+    """The register-only loop of `kind`, NULL where this CPU level (or the OS, for AMX) does not allow it."""
+    if kind == "fp32_fma":
+        return _PEAK.fp32_fma
+    if kind == "bf16_dot":
+        return _PEAK.bf16_dot
+    if kind == "amx_bf16":
+        return _PEAK.amx_bf16 if amx_ready() else NULL
+    raise ValueError(f"kind: expected one of {', '.join(PEAK_KINDS)}, got {kind!r}")
+
+
+def peak_run(str kind, int64_t iterations):
+    """Run `iterations` steps of the register-only loop of `kind` (see peak_flops) on this thread; the
+    floating-point operations it performed, or None where it is not allowed. The bench times it beside a
+    workload to get that workload's FLOPs at the peak in the same rounds."""
+    cdef peak_loop loop = _peak_loop_of(kind)
+    cdef double flops
+    if loop == NULL:
+        return None
+    with nogil:
+        flops = loop(iterations)
+    return flops
+
+
 def peak_flops(str kind, double seconds=0.05):
     """FLOP/s of a register-only loop of one kind of instruction on this thread at the chosen CPU level:
     ``"fp32_fma"``, ``"bf16_dot"`` (vdpbf16ps) or ``"amx_bf16"`` (tdpbf16ps); None where this CPU level
     (or the OS, for AMX) does not allow it. The best of a few runs of about `seconds` each."""
     import time
 
-    cdef double (*loop)(int64_t) noexcept nogil
+    cdef peak_loop loop = _peak_loop_of(kind)
     cdef int64_t iterations = 1000
     cdef double flops
-    if kind == "fp32_fma":
-        loop = _PEAK.fp32_fma
-    elif kind == "bf16_dot":
-        loop = _PEAK.bf16_dot
-    elif kind == "amx_bf16":
-        loop = _PEAK.amx_bf16 if amx_ready() else NULL
-    else:
-        raise ValueError(f"kind: expected one of {', '.join(PEAK_KINDS)}, got {kind!r}")
     if loop == NULL:
         return None
     best = 0.0

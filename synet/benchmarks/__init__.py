@@ -66,40 +66,29 @@ def machine_limits(seconds: float = 0.05) -> dict:
             "peak GFLOP/s": {k: v / 1e9 for k, v in peaks.items() if v is not None}}
 
 
-_COPY_BANDWIDTH: dict[int, float] = {}
+COPY_LIMIT = "limit: copy (same bytes)"
 
 
-def copy_bandwidth(nbytes: int) -> float:
-    """Bytes read + written per second by a copy that moves `nbytes` in all (the caches it fits in count:
-    a 2 MB working set is not bound by DRAM), best of a few runs; cached by power-of-two size."""
-    size = 1 << max(12, min(26, (max(nbytes, 1) - 1).bit_length()))
-    if size not in _COPY_BANDWIDTH:
-        a = np.ones(size // 16, np.uint64)
-        b = np.empty_like(a)
-        calls = max(1, (16 << 20) // size)
-        best = float("inf")
-        for _ in range(7):
-            start = time.perf_counter()
-            for _ in range(calls):
-                np.copyto(b, a)
-            best = min(best, (time.perf_counter() - start) / calls)
-        _COPY_BANDWIDTH[size] = size / best
-    return _COPY_BANDWIDTH[size]
+def limit_candidates(workload: Workload, peak: str) -> dict[str, Callable[[], object]]:
+    """What bounds the workload at this machine's limit, as calls timed in the same rounds as its candidates
+    (the machine's speed changes from second to second on a shared VM, so a limit measured once at the start
+    does not hold for a workload measured minutes later): a copy that reads and writes its bytes (a working set
+    of the same size, so one that fits the caches is measured against the caches), and its FLOPs as a
+    register-only loop of its kernel's arithmetic (`peak`: synet._kernels.PEAK_KINDS; see machine_limits)."""
+    from synet._kernels import peak_run
 
-
-def limit_share(seconds: float, nbytes: int, flops: int, peak: str, limits: dict) -> tuple[float, str] | None:
-    """(the share of the machine's limit a time reaches, what bounds it): the bytes a call must move at the
-    copy bandwidth of that working set, or its FLOPs at the peak of its kernel's arithmetic, whichever
-    takes longer."""
-    bounds = []
-    if nbytes:
-        bounds.append((nbytes / copy_bandwidth(nbytes), "memory"))
-    if flops and peak in limits["peak GFLOP/s"]:
-        bounds.append((flops / (limits["peak GFLOP/s"][peak] * 1e9), peak))
-    if not bounds:
-        return None
-    bound, kind = max(bounds)
-    return bound / seconds, kind
+    limits: dict[str, Callable[[], object]] = {}
+    if workload.micro:
+        return limits
+    if workload.nbytes:
+        source = np.ones(max(1, workload.nbytes // 16), np.uint64)   # half the bytes read, half written
+        target = np.empty_like(source)
+        limits[COPY_LIMIT] = lambda: np.copyto(target, source)
+    per_step = peak_run(peak, 1000) if workload.flops and peak else None
+    if per_step:
+        steps = max(1, round(workload.flops * 1000 / per_step))
+        limits[f"limit: {peak} (same FLOPs)"] = lambda: peak_run(peak, steps)
+    return limits
 
 
 def optional(module: str):
@@ -264,8 +253,12 @@ def run(only: list[str] | None = None, repeats: int = 7, target_s: float = 0.01,
         made = workload.make()
         meta: dict[str, Any]
         candidates, meta = made if isinstance(made, tuple) else (made, {})
-        times = measure(candidates, repeats, target_s, warm_s)
+        peak = meta.get("peak", "")
+        bounds = limit_candidates(workload, peak)
+        times = measure({**candidates, **bounds}, repeats, target_s, warm_s)
         reference = times[REFERENCE]
+        # the limit: the slower of the copy and the peak loop, timed in the same rounds as synet
+        bound_label = max(bounds, key=lambda label: times[label], default=None)
         for label, seconds in times.items():
             row = {"workload": workload.name, "title": workload.title, "candidate": label,
                    "ms": seconds * 1e3, "vs_synet": seconds / reference, "micro": workload.micro}
@@ -273,14 +266,13 @@ def run(only: list[str] | None = None, repeats: int = 7, target_s: float = 0.01,
                 row["GB/s"] = workload.nbytes / seconds / 1e9
             if workload.flops:
                 row["GFLOP/s"] = workload.flops / seconds / 1e9
-            share = None if workload.micro or not label.startswith("synet") else \
-                limit_share(seconds, workload.nbytes, workload.flops, meta.get("peak", ""), limits)
-            if share is not None:
-                row["limit %"], row["bound"] = 100 * share[0], share[1]
-                if share[1] == "memory":   # against DRAM's stream bandwidth, whatever the working set
+            if bound_label is not None and label.startswith("synet"):
+                row["limit %"] = 100 * times[bound_label] / seconds
+                row["bound"] = "memory" if bound_label == COPY_LIMIT else peak
+                if workload.nbytes:   # against DRAM's stream bandwidth, whatever the working set
                     row["dram limit %"] = 100 * workload.nbytes / (limits["copy GB/s"] * 1e9) / seconds
             rows.append(row)
-        del candidates, made
+        del candidates, made, bounds
     print_table(rows, out)
     if json_path:
         meta = {"date": time.strftime("%Y-%m-%d"), "cpu": cpu_name(), "config": synet.config(),
@@ -401,7 +393,7 @@ def plot(rows: list[dict], path: str) -> None:
     peers: list[str] = []
     ratios: dict[tuple[str, str], float] = {}
     for row in rows:
-        if row["candidate"].startswith("synet"):
+        if row["candidate"].startswith(("synet", "limit:")):
             continue
         family = row["candidate"].split()[0].split(".")[0]   # "torch", "numpy", "onnxruntime", "ml_dtypes", ...
         if row["workload"] not in workloads:
