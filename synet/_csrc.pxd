@@ -87,6 +87,8 @@ cdef extern from "quantized_add.h" nogil:
         const float* act_params
         Py_ssize_t prelu_inner, prelu_channels
         const uint8_t* lut
+        const uint8_t* line
+        int line_wa, line_wb
         const synet_qadd_consts* consts
         Py_ssize_t nchan, chan_inner
         Py_ssize_t size, inner, rank

@@ -95,6 +95,9 @@ cdef int qadd_run(const synet_qadd_plan* p, const void* a, const void* b, void* 
             return SYNET_VALUE_ERROR
         if p.lut == NULL:
             return SYNET_NOT_READY
+    if p.line != NULL and not (p.mode == SYNET_QADD_LOOKUP and 1 <= p.line_wa <= 2 and 1 <= p.line_wb <= 2 and
+                               p.line_wa + p.line_wb <= 3):
+        return SYNET_VALUE_ERROR
     if p.mode < SYNET_QADD_GENERIC or p.mode > SYNET_QADD_LOOKUP or not synet_qadd_plan_lanes_ok(p):
         return SYNET_VALUE_ERROR
     tiles = (p.size + TILE - 1) // TILE
@@ -114,7 +117,7 @@ cdef class _QaddState:
     cdef synet_qadd_plan plan
     cdef object planned            # planning.QuantizedAddPlan
     cdef tuple init_args           # init's arguments as given (arrays copied), for pickling
-    cdef object act_params, table, consts, lut, lanes, lanes_arrays
+    cdef object act_params, table, consts, lut, line, lanes, lanes_arrays
     cdef object a_dtype, b_dtype, dst_dtype
     cdef Py_ssize_t a_size, b_size
     cdef tuple out_shape
@@ -179,11 +182,17 @@ cdef _QaddState _new_state(planned):
         lanes.kb, lanes.kc = <const float*>data_of(f["kb"]), <const float*>data_of(f["kc"])
         lanes.lo = <const float*>data_of(f["lo"])
         synet_qadd_plan_set_lanes(p, lanes)
-    p.lut = NULL
+    p.lut = p.line = NULL
+    p.line_wa = p.line_wb = 0
     p.mode = SYNET_QADD_GENERIC
     if planned.mode == planning.LOOKUP:
         st.lut = _build_lut(p, st.a_dtype, st.b_dtype)
         p.lut = <const uint8_t*>data_of(st.lut)
+        found = planning.line_table(st.lut, st.a_dtype == np.int8, st.b_dtype == np.int8) \
+            if LEVEL == "avx512" else None   # (the lower levels have no line kernel)
+        if found is not None:
+            p.line_wa, p.line_wb, st.line = found
+            p.line = <const uint8_t*>data_of(st.line)
     p.mode = planned.mode
     return st
 
@@ -357,10 +366,12 @@ cdef class QuantizedAdd:
 
     @property
     def kernel(self):
-        """The kernel `init` chose and its CPU level, e.g. ``"folded avx512"`` (None before `init`)."""
+        """The kernel `init` chose and its CPU level, e.g. ``"folded avx512"``; ``"lookup line avx512"``: the lookup
+        kernel's outputs depend on one line index (see the docs' design page). None before `init`."""
         if self._state is None:
             return None
-        return f"{(<_QaddState>self._state).planned.kernel} {LEVEL}"
+        cdef _QaddState st = <_QaddState>self._state
+        return f"{st.planned.kernel}{' line' if st.line is not None else ''} {LEVEL}"
 
     def forward(self, a, b, dst=None, *, n_threads=None):
         """dst = Quantize(Activate(a' + b')), broadcast to the output shape.

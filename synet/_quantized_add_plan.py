@@ -353,6 +353,27 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
                             walk_rank, table, a_scalar, b_scalar, lanes)
 
 
+# The line tables of the lookup kernel: every output a function of n = wa * a' + wb * b' (operand bytes, signed
+# ones plus 128), which holds when b's scale is wb / wa times a's (equal scales, power-of-two scales, ...).
+LINE_WEIGHTS = ((1, 1), (1, 2), (2, 1))
+LINE_BYTES = 832           # synet/src/quantized_add.h: SYNET_QADD_LINE_BYTES
+
+
+def line_table(lut: np.ndarray, a_signed: bool, b_signed: bool) -> tuple[int, int, np.ndarray] | None:
+    """(wa, wb, line) when each of the lookup table's 65536 outputs (lut[(a_byte << 8) | b_byte]) equals
+    line[wa * a' + wb * b'] (a', b': the bytes, plus 128 when signed), checked for every pair; else None."""
+    table = lut[:65536].reshape(256, 256)
+    a = np.arange(256) ^ (0x80 if a_signed else 0)
+    b = np.arange(256) ^ (0x80 if b_signed else 0)
+    for wa, wb in LINE_WEIGHTS:
+        n = wa * a[:, None] + wb * b[None, :]
+        line = np.zeros(LINE_BYTES, np.uint8)
+        line[n] = table
+        if np.array_equal(line[n], table):
+            return wa, wb, line
+    return None
+
+
 def operand(x: object, name: str) -> np.ndarray:
     """A functional form's operand: float64 becomes float32; uint8, int8, float32 as they are."""
     array = np.asarray(x)

@@ -20,6 +20,20 @@ X86 = platform.machine() == "x86_64"
 SUPPORTED = synet.config()["dispatch"]["supported"]
 
 
+def _cpu_flags() -> set:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+CPU_FLAGS = _cpu_flags()
+
+
 def run_python(code_or_args, env=None, prefix=(), timeout=600):
     args = list(prefix) + [sys.executable] + (["-c", code_or_args] if isinstance(code_or_args, str) else code_or_args)
     return subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, **(env or {})), timeout=timeout,
@@ -70,17 +84,26 @@ def test_contexts_name_their_level():
     assert gather.level == synet.config()["dispatch"]["ops"]["gather"]
 
 
+def run_probe(folder, name, env):
+    """(kernel level, results) of tests/levels_probe.py in a subprocess with `env`."""
+    path = str(folder / f"{name}.npz")
+    result = run_python([PROBE, path], env, timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with np.load(path) as data:
+        return str(data["level"]), {k: data[k] for k in data.files if k != "level"}
+
+
 @pytest.fixture(scope="module")
 def probes(tmp_path_factory):
-    """{level: (kernel level, results)} for every level this CPU supports, each run in a subprocess."""
+    """{level: (kernel level, results)} for every level this CPU supports, each run in a subprocess; on a CPU
+    with AVX512-VBMI also "avx512 without vbmi": the AVX-512 code of CPUs without it (Skylake-X, Cascade
+    Lake), whose quantized adds run other kernels."""
     folder = tmp_path_factory.mktemp("levels")
-    found = {}
-    for level in LEVELS[:LEVELS.index(SUPPORTED) + 1]:
-        path = str(folder / f"{level}.npz")
-        result = run_python([PROBE, path], {"SYNET_MAX_ISA": level}, timeout=1200)
-        assert result.returncode == 0, result.stderr[-3000:]
-        with np.load(path) as data:
-            found[level] = (str(data["level"]), {k: data[k] for k in data.files if k != "level"})
+    found = {level: run_probe(folder, level, {"SYNET_MAX_ISA": level})
+             for level in LEVELS[:LEVELS.index(SUPPORTED) + 1]}
+    if "avx512" in found and "avx512vbmi" in CPU_FLAGS:
+        found["avx512 without vbmi"] = run_probe(folder, "avx512 without vbmi", {
+            "SYNET_MAX_ISA": "avx512", "SYNET_DISABLE_CPU_FEATURES": "avx512vbmi"})
     return found
 
 

@@ -359,6 +359,52 @@ def test_row_tables_per_channel_operand(qtype):
                 check(context(b, a, qtype, swapped, act).forward(b, a), b, a, swapped, act)
 
 
+LINE_CASES = [  # (b_scale over a_scale, the kernel's name): b's scale 1, 2 or 1/2 times a's is a line table
+    (1.0, "lookup line"), (2.0, "lookup line"), (0.5, "lookup line"), (1.7, "lookup"), (4.0, "lookup")]
+
+
+@pytest.mark.parametrize("ratio, kernel", LINE_CASES, ids=[str(r) for r, _ in LINE_CASES])
+@pytest.mark.parametrize("types", [(U8, U8, U8), (I8, I8, I8), (U8, I8, U8), (I8, U8, I8)], ids=combo_id)
+def test_line_tables(types, ratio, kernel):
+    # the lookup kernel's outputs are a function of wa * a' + wb * b' when b's scale is wb / wa times a's: at the
+    # avx512 level a line of 768 bytes looked up by permutes (AVX512-VBMI) or L1-resident gathers; every
+    # pair of bytes (twice, shuffled: 131072 outputs), outputs off a vector boundary, 1 and 2 threads, activations
+    # of several shapes (GELU's dip below 0 included)
+    a_type, b_type, dst = types
+    rng = np.random.default_rng(int(ratio * 10))
+    pairs = np.tile(np.arange(65536, dtype=np.uint16), 2)
+    rng.shuffle(pairs)
+    a, b = (pairs >> 8).astype(np.uint8).view(a_type), (pairs & 0xFF).astype(np.uint8).view(b_type)
+    n = a.size
+    for act, q in ((Activation.GELU, dict(SEED_Q, a_scale=0.01, b_scale=0.01 * ratio)),
+                   (Activation.HSWISH, dict(SEED_Q, a_scale=0.03, a_zero=-20 if a_type == I8 else 100,
+                                            b_scale=0.03 * ratio, dst_scale=0.02, dst_zero=5)),
+                   (Activation.MISH, dict(SEED_Q, a_scale=0.25, b_scale=0.25 * ratio, dst_scale=0.004,
+                                             dst_zero=-128 if dst == I8 else 0))):
+        add = context(a, b, dst, q, act, default_params(act, 1))
+        assert add.kernel.rsplit(" ", 1)[0] == (kernel if add.kernel.endswith("avx512") else "lookup")
+        buffer = np.full(n + 64, 7, dst)
+        out = buffer[5:5 + n]
+        add.forward(a, b, out)
+        check(out, a, b, q, act, default_params(act, 1))
+        assert (buffer[:5] == 7).all() and (buffer[5 + n:] == 7).all()
+        assert add.forward(a, b, n_threads=2).tobytes() == out.tobytes()
+
+
+def test_line_tables_streamed():
+    # outputs of 4 Mi and more stream their stores past the caches, from a dst cache line on
+    rng = np.random.default_rng(22)
+    n = (1 << 22) + 37
+    a, b = make(U8, n, rng), make(U8, n, rng)
+    q = dict(SEED_Q, a_scale=0.02, b_scale=0.01)
+    add = context(a, b, U8, q, Activation.GELU)
+    buffer = np.full(n + 64, 7, U8)
+    out = buffer[3:3 + n]
+    add.forward(a, b, out)
+    check(out, a, b, q, Activation.GELU)
+    assert (buffer[:3] == 7).all() and (buffer[3 + n:] == 7).all()
+
+
 # ---------------------------------------------------------------------------------------------
 # Saturation
 

@@ -12,6 +12,7 @@
 
 enum { SYNET_QADD_F32 = 0, SYNET_QADD_I8 = 2, SYNET_QADD_U8 = 3 }; /* DataType values */
 enum { SYNET_QADD_GENERIC = 0, SYNET_QADD_FOLDED = 1, SYNET_QADD_LOOKUP = 2 };
+#define SYNET_QADD_LINE_BYTES 832 /* a line table: indices up to 3 * 255, padded for 4-byte gathers and to 13 * 64 */
 
 /* The quantisation constants of one channel of the quantisation axis (one set when per tensor). */
 typedef struct synet_qadd_consts {
@@ -50,6 +51,13 @@ typedef struct synet_qadd_plan {
     synet_size prelu_inner, prelu_channels; /* PRELU: channel of output o = o / inner % channels */
     const uint8_t *lut;           /* LOOKUP: 2 * 65536 (+ 64 padding) bytes, dst of (a_byte << 8) | b_byte,
                                      then at 65536 + ((b_byte << 8) | a_byte) the same (transposed) */
+    /* LOOKUP at the avx512 level: when every entry of lut is a function of the line index n = line_wa * a' +
+       line_wb * b' (a', b': the operand bytes, plus 128 when signed; weights 1 or 2, so n <
+       SYNET_QADD_LINE_BYTES), that function: line[n] (NULL otherwise). The planner builds it from lut and
+       checks it against all 65536 entries. (Scalar loads from it were slower than from lut, at the lower
+       levels.) */
+    const uint8_t *line;
+    int line_wa, line_wb;
     const synet_qadd_consts *consts;
     synet_size nchan, chan_inner; /* channel of output o = o / chan_inner % nchan (nchan 1: per tensor) */
     /* broadcasting: `size` outputs in rows of `inner`; row r's operand offsets unravel r over `rank`
