@@ -567,6 +567,9 @@ static void folded_row(const void *a, const void *b, void *dst, synet_size n, co
 
 /* ---- lookup ---- */
 
+/* what a byte of the type is xored with to index a line (synet_qadd_plan.line): a signed one plus 128 */
+SYNET_INLINE int sign_flip(int type) { return type == SYNET_QADD_I8 ? 0x80 : 0; }
+
 #if SYNET_AVX512
 /* dst = lut[(a_byte << 8) | b_byte] by 16-lane dword gathers (the table is padded so every 4-byte read
    stays inside it), keeping the low byte; with a line (mode 0), line[wa * a' + wb * b'] gathered from its
@@ -588,8 +591,7 @@ SYNET_INLINE void lut_loop(const synet_qadd_plan *p, const uint8_t *a, const uin
     const __m512i ca = _mm512_set1_epi32(mode == 1 ? (int)a[0] << 8 : 0);
     const __m512i cb = _mm512_set1_epi32(mode == 2 ? (int)b[0] : 0);
     const __m512i wa = _mm512_set1_epi32(p->line_wa), wb = _mm512_set1_epi32(p->line_wb);
-    const __m512i fa = _mm512_set1_epi32(p->a_type == SYNET_QADD_I8 ? 0x80 : 0);
-    const __m512i fb = _mm512_set1_epi32(p->b_type == SYNET_QADD_I8 ? 0x80 : 0);
+    const __m512i fa = _mm512_set1_epi32(sign_flip(p->a_type)), fb = _mm512_set1_epi32(sign_flip(p->b_type));
     const void *table = line ? (const void *)p->line : (const void *)p->lut;
     const __m128i zero = _mm_setzero_si128();
     synet_size i = 0;
@@ -878,6 +880,32 @@ VBMI SYNET_INLINE __m512i row_table_lookup(__m512i x, const __m512i t[4])
     return _mm512_mask_blend_epi8(_mm512_movepi8_mask(x), low, high);
 }
 
+/* The stores of a row of table lookups: n outputs into out, 64 a step: a head up to out's cache line, then
+   aligned stores (streamed when `stream`, then an sfence), then a masked tail. STEP(MASK, AT): the 64 outputs
+   at AT, their operands loaded under MASK (all ones in the loops: the compiler loads them unmasked). */
+#define LOOKUP_STORES(OUT, N, STREAM, STEP)                                                                  \
+    do {                                                                                                      \
+        const synet_size head_ = SYNET_MIN((N), (synet_size)((64 - (uintptr_t)(OUT) % 64) % 64));            \
+        synet_size i_ = 0;                                                                                    \
+        if (head_) {                                                                                          \
+            const __mmask64 mask_ = _bzhi_u64(~0ULL, (unsigned)head_);                                        \
+            _mm512_mask_storeu_epi8((void *)(OUT), mask_, STEP(mask_, 0));                                    \
+            i_ = head_;                                                                                       \
+        }                                                                                                     \
+        if (STREAM) {                                                                                         \
+            for (; i_ + 64 <= (N); i_ += 64)                                                                  \
+                _mm512_stream_si512((__m512i *)((OUT) + i_), STEP(~0ULL, i_));                                \
+            _mm_sfence();                                                                                     \
+        } else {                                                                                              \
+            for (; i_ + 64 <= (N); i_ += 64)                                                                  \
+                _mm512_store_si512((__m512i *)((OUT) + i_), STEP(~0ULL, i_));                                 \
+        }                                                                                                     \
+        if (i_ < (N)) {                                                                                       \
+            const __mmask64 mask_ = _bzhi_u64(~0ULL, (unsigned)((N) - i_));                                   \
+            _mm512_mask_storeu_epi8((void *)((OUT) + i_), mask_, STEP(mask_, i_));                            \
+        }                                                                                                     \
+    } while (0)
+
 /* n outputs of the varying operand's bytes x looked up in `table`, 64 a step (aligned stores; streamed when
    `stream`) */
 VBMI static void row_table_lookups(const uint8_t *x, const uint8_t *table, uint8_t *out, synet_size n, int stream)
@@ -885,25 +913,9 @@ VBMI static void row_table_lookups(const uint8_t *x, const uint8_t *table, uint8
     __m512i t[4];
     for (int r = 0; r < 4; ++r)
         t[r] = _mm512_loadu_si512((const void *)(table + 64 * r));
-    const synet_size head = SYNET_MIN(n, (synet_size)((64 - (uintptr_t)out % 64) % 64));
-    synet_size i = 0;
-    if (head) {
-        const __mmask64 mask = _bzhi_u64(~0ULL, (unsigned)head);
-        _mm512_mask_storeu_epi8((void *)out, mask, row_table_lookup(_mm512_maskz_loadu_epi8(mask, x), t));
-        i = head;
-    }
-    if (stream) {
-        for (; i + 64 <= n; i += 64)
-            _mm512_stream_si512((__m512i *)(out + i), row_table_lookup(_mm512_loadu_si512(x + i), t));
-        _mm_sfence();
-    } else {
-        for (; i + 64 <= n; i += 64)
-            _mm512_store_si512((__m512i *)(out + i), row_table_lookup(_mm512_loadu_si512(x + i), t));
-    }
-    if (i < n) {
-        const __mmask64 mask = _bzhi_u64(~0ULL, (unsigned)(n - i));
-        _mm512_mask_storeu_epi8((void *)(out + i), mask, row_table_lookup(_mm512_maskz_loadu_epi8(mask, x + i), t));
-    }
+#define ROW_STEP(MASK, AT) row_table_lookup(_mm512_maskz_loadu_epi8(MASK, x + (AT)), t)
+    LOOKUP_STORES(out, n, stream, ROW_STEP);
+#undef ROW_STEP
 }
 
 /* Whether a row goes by line_lookups: a lookup plan with a line (synet_qadd_plan.line), both operands varying */
@@ -944,30 +956,12 @@ VBMI SYNET_INLINE void line_loop(const synet_qadd_plan *p, const uint8_t *a, con
     __m512i t[12];
     for (int r = 0; r < 12; ++r)
         t[r] = r < 4 * (wa + wb) ? _mm512_loadu_si512((const void *)(p->line + 64 * r)) : _mm512_setzero_si512();
-    const __m512i fa = _mm512_set1_epi8((char)(p->a_type == SYNET_QADD_I8 ? 0x80 : 0));
-    const __m512i fb = _mm512_set1_epi8((char)(p->b_type == SYNET_QADD_I8 ? 0x80 : 0));
-    const synet_size head = SYNET_MIN(n, (synet_size)((64 - (uintptr_t)dst % 64) % 64));
-    synet_size i = 0;
+    const __m512i fa = _mm512_set1_epi8((char)sign_flip(p->a_type));
+    const __m512i fb = _mm512_set1_epi8((char)sign_flip(p->b_type));
 #define LINE_STEP(MASK, AT)                                                                                       \
     line_lookup(_mm512_xor_si512(_mm512_maskz_loadu_epi8(MASK, a + (AT)), fa),                                     \
                 _mm512_xor_si512(_mm512_maskz_loadu_epi8(MASK, b + (AT)), fb), wa, wb, t)
-    if (head) {
-        const __mmask64 mask = _bzhi_u64(~0ULL, (unsigned)head);
-        _mm512_mask_storeu_epi8((void *)dst, mask, LINE_STEP(mask, 0));
-        i = head;
-    }
-    if (p->stream) {
-        for (; i + 64 <= n; i += 64)
-            _mm512_stream_si512((__m512i *)(dst + i), LINE_STEP(~0ULL, i));
-        _mm_sfence();
-    } else {
-        for (; i + 64 <= n; i += 64)
-            _mm512_store_si512((__m512i *)(dst + i), LINE_STEP(~0ULL, i));
-    }
-    if (i < n) {
-        const __mmask64 mask = _bzhi_u64(~0ULL, (unsigned)(n - i));
-        _mm512_mask_storeu_epi8((void *)(dst + i), mask, LINE_STEP(mask, i));
-    }
+    LOOKUP_STORES(dst, n, p->stream, LINE_STEP);
 #undef LINE_STEP
 }
 
