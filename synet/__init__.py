@@ -84,6 +84,7 @@ def config() -> dict:
     dispatch = _dispatch()
     dispatch["ops"] = {"bf16": _kernels.BF16_LEVEL, "gather": _gather.LEVEL, "quantized_add": _quantized_add.LEVEL,
                        "deconvolution": _deconvolution.LEVEL}
+    dispatch["bf16_dot"] = _deconvolution.BF16_DOT
     return {
         "version": __version__,
         "python": sys.version.split()[0],

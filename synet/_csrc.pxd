@@ -24,6 +24,7 @@ cdef extern from "common.h" nogil:
 cdef extern from "cpu.h" nogil:
     int synet_cpu_level()
     int synet_amx_permission()
+    int synet_cpu_bf16_dot_fast()
 
 
 cdef extern from "activations.h" nogil:

@@ -8,7 +8,7 @@ from ._conv_params import ConvParams, ConvParams3d
 
 LEVEL: str
 PICKLE_VERSION: int
-HARDWARE_BF16: bool
+BF16_DOT: bool
 
 def amx_available() -> bool: ...
 

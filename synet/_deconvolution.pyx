@@ -27,7 +27,7 @@ from libc.string cimport memset
 from synet._fastpath cimport (
     data_of, is_float32_array, is_operand, is_output, key_part, new_array, new_like, overlaps,
 )
-from synet._kernels cimport amx_ready, call_threads, kernel_level
+from synet._kernels cimport amx_ready, bf16_dot_preferred, call_threads, kernel_level
 
 import math
 import threading
@@ -46,7 +46,8 @@ cdef const synet_deconv_kernels* K = synet_deconv_kernels_at(kernel_level())
 if K == NULL:
     raise ImportError("synet._deconvolution: this build has no kernels for this CPU (a native build elsewhere?)")
 LEVEL = K.level.decode()
-HARDWARE_BF16 = bool(K.micro_bf16)
+# whether plans off AMX run the vdpbf16ps micro-kernel (else the FP32 one: the same order and bits but for subnormals)
+BF16_DOT = bool(K.micro_bf16 and bf16_dot_preferred())
 
 cdef enum:
     PARALLEL_MIN = 1 << 18       # multiply-adds below which a call runs on one thread
@@ -243,7 +244,7 @@ cdef _Geometry _new_geometry(planned):
 
 
 def _plan(batch, conv, compatibility, dims=None):
-    return planning.plan(batch, conv, compatibility, bool(K.micro_bf16), bool(K.micro_amx), amx_available, dims)
+    return planning.plan(batch, conv, compatibility, BF16_DOT, bool(K.micro_amx), amx_available, dims)
 
 
 @cython.final

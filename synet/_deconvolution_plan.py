@@ -238,8 +238,9 @@ def _table(values) -> np.ndarray:
 def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, micro_amx: bool,
          amx_permission, dims: int | None = None) -> DeconvolutionPlan:
     """Plan `batch` images of geometry `conv` (ConvParams or ConvParams3d; dims=1 for a 1-D call) for the
-    deconvolution kernels of one CPU level: `micro_bf16` and `micro_amx` say which micro-kernels the level
-    has; `amx_permission()` asks the OS (called only when the plan would use AMX)."""
+    deconvolution kernels of one CPU level: `micro_amx` says whether the level has the AMX micro-kernel,
+    `micro_bf16` whether plans off AMX use the vdpbf16ps one (the level has it and this CPU runs it faster
+    than FP32 FMAs); `amx_permission()` asks the OS (called only when the plan would use AMX)."""
     batch = _int(batch, "batch", 1)
     conv = validate(conv)
     compat = as_compatibility(compatibility)
@@ -258,9 +259,9 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
     (phases_z, plz, phz), (phases_y, ply, phy), (phases_x, plx, phx) = axes
     dp, hp, wp = src[0] + plz + phz, src[1] + ply + phy, src[2] + plx + phx
     src_bf16 = geo.src_type == DataType.BFLOAT16
-    soft = bool(compat & Compatibility.BF16_SOFT) or not micro_bf16
+    soft = bool(compat & Compatibility.BF16_SOFT)
     amx = not soft and micro_amx and cg_in >= 16 and not depthwise and bool(amx_permission())
-    micro = MICRO_AMX if amx else (MICRO_FP32 if soft else MICRO_BF16)
+    micro = MICRO_AMX if amx else (MICRO_BF16 if micro_bf16 and not soft else MICRO_FP32)
     width = AMX_BLOCK if amx else BLOCK
     unpadded = plz == phz == ply == phy == plx == phx == 0
     if depthwise:

@@ -10,6 +10,10 @@ cdef int amx_ready() noexcept nogil
     # 1 when AMX kernels may run: the level allows them and Linux granted the tile state (asked once,
     # the first time this is called)
 
+cdef bint bf16_dot_preferred() noexcept nogil
+    # whether deconvolutions off AMX use the vdpbf16ps micro-kernel (the level has it, and this CPU's dot
+    # products outpace its FP32 FMAs, or SYNET_BF16_DOT=1)
+
 cdef int call_threads(object n_threads) except -1
     # the threads of one call: n_threads if given (negatives count back from the CPUs), else the
     # default (OpenMP's current thread count)

@@ -4,6 +4,8 @@ Dispatch: at import, CPUID + XGETBV give the CPU's best level (``LEVELS``), ``SY
 cap it, and every op runs the kernels of the highest level compiled for it up to that one
 (synet/src/*.h: a table of functions per op and level). AMX needs Linux's permission for the tile
 state: asked the first time an AMX kernel is planned, never at import; refused, the next level runs.
+Deconvolutions that do not run on AMX use the AVX512-BF16 dot products only where they outpace the FP32
+FMAs (``synet_cpu_bf16_dot_fast``: AMD's, not Intel's), or as ``SYNET_BF16_DOT`` says.
 """
 
 import os
@@ -20,7 +22,7 @@ from libc.stdint cimport int64_t
 
 from synet._csrc cimport (
     SYNET_LEVEL_AMX, SYNET_LEVEL_AVX512_BF16, SYNET_MAX_THREADS, synet_amx_permission, synet_bf16_kernels,
-    synet_bf16_kernels_at, synet_cpu_level, synet_peak_kernels, synet_peak_kernels_at,
+    synet_bf16_kernels_at, synet_cpu_bf16_dot_fast, synet_cpu_level, synet_peak_kernels, synet_peak_kernels_at,
 )
 
 from ._arrays import UINT16, check_n_threads, check_out
@@ -63,10 +65,26 @@ def _max_isa():
     return len(LEVELS) - 1
 
 
+def _bf16_dot(int level):
+    """Whether deconvolutions off AMX use the vdpbf16ps micro-kernel: the level must have it; then
+    SYNET_BF16_DOT ("1": yes, "0": no, read at import; another value warns and is ignored), else whether
+    this CPU's dot products outpace its FP32 FMAs (the FP32 micro-kernel sums in the same order: the same
+    bits but for the hardware's subnormal flushing)."""
+    if level < SYNET_LEVEL_AVX512_BF16:
+        return False
+    value = os.environ.get("SYNET_BF16_DOT", "").strip()
+    if value in ("0", "1"):
+        return value == "1"
+    if value:
+        warnings.warn(f"SYNET_BF16_DOT={value!r}: expected 1 or 0 (ignored)", RuntimeWarning, stacklevel=2)
+    return bool(synet_cpu_bf16_dot_fast())
+
+
 cdef int _SUPPORTED = synet_cpu_level()
 cdef int _CAP = _max_isa()
 cdef int _LEVEL = min(_SUPPORTED, _CAP)
 cdef int _AMX = -1   # -1: not asked yet; 0 / 1: Linux's answer
+cdef bint _BF16_DOT = _bf16_dot(_LEVEL)
 
 
 cdef int kernel_level() noexcept nogil:
@@ -80,6 +98,10 @@ cdef int amx_ready() noexcept nogil:
     if _AMX < 0:
         _AMX = synet_amx_permission()
     return _AMX
+
+
+cdef bint bf16_dot_preferred() noexcept nogil:
+    return _BF16_DOT
 
 
 def dispatch():

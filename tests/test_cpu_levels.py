@@ -84,6 +84,34 @@ def test_contexts_name_their_level():
     assert gather.level == synet.config()["dispatch"]["ops"]["gather"]
 
 
+def cpu_vendor() -> str:
+    with open("/proc/cpuinfo") as f:
+        return next((line.split(":", 1)[1].strip() for line in f if line.startswith("vendor_id")), "")
+
+
+@pytest.mark.skipif(LEVELS.index(SUPPORTED) < LEVELS.index("avx512_bf16"), reason="no AVX512-BF16 on this CPU")
+@pytest.mark.parametrize("setting", ["", "1", "0", "yes"])
+def test_the_bf16_dot_micro_kernel_runs_where_it_is_faster(setting):
+    """Off AMX, a deconvolution runs the vdpbf16ps micro-kernel on AMD CPUs (their dot products outpace their
+    FMAs) and the FP32 one elsewhere (Intel's run at half their FMAs' rate): by default, or as SYNET_BF16_DOT
+    says; another value warns. The AMX micro-kernel is chosen either way."""
+    code = ("import json, synet\n"
+            "wide, narrow = (synet.Deconvolution16b(1, synet.ConvParams.deconvolution(c, 6, 6, 32, 2, 2)).info()"
+            " for c in (32, 8))\n"
+            "from synet._deconvolution import amx_available\n"
+            "print(json.dumps([wide, narrow, synet.config()['dispatch']['bf16_dot'], amx_available()]))")
+    expected = setting == "1" if setting in ("0", "1") else cpu_vendor() == "AuthenticAMD"
+    micro = "avx512bf16" if expected else "fp32"
+    for level in ("avx512_bf16", SUPPORTED):
+        result = run_python(code, {"SYNET_MAX_ISA": level, "SYNET_BF16_DOT": setting})
+        assert result.returncode == 0, result.stderr
+        wide, narrow, dot, amx = json.loads(result.stdout.splitlines()[-1])
+        assert dot == expected
+        assert narrow.startswith(f"PhaseGemm {micro} "), narrow   # < 16 input channels: never AMX
+        assert wide.startswith(f"PhaseGemm {'amx-bf16' if amx else micro} "), wide
+        assert ("SYNET_BF16_DOT='yes': expected 1 or 0 (ignored)" in result.stderr) == (setting == "yes")
+
+
 def run_probe(folder, name, env):
     """(kernel level, results) of tests/levels_probe.py in a subprocess with `env`."""
     path = str(folder / f"{name}.npz")
@@ -97,13 +125,18 @@ def run_probe(folder, name, env):
 def probes(tmp_path_factory):
     """{level: (kernel level, results)} for every level this CPU supports, each run in a subprocess; on a CPU
     with AVX512-VBMI also "avx512 without vbmi": the AVX-512 code of CPUs without it (Skylake-X, Cascade
-    Lake), whose quantized adds run other kernels."""
+    Lake), whose quantized adds run other kernels; on a CPU with AVX512-BF16 the "avx512_bf16" level with
+    and without the vdpbf16ps micro-kernel, whichever this CPU runs by default."""
     folder = tmp_path_factory.mktemp("levels")
     found = {level: run_probe(folder, level, {"SYNET_MAX_ISA": level})
              for level in LEVELS[:LEVELS.index(SUPPORTED) + 1]}
     if "avx512" in found and "avx512vbmi" in CPU_FLAGS:
         found["avx512 without vbmi"] = run_probe(folder, "avx512 without vbmi", {
             "SYNET_MAX_ISA": "avx512", "SYNET_DISABLE_CPU_FEATURES": "avx512vbmi"})
+    if "avx512_bf16" in found:
+        for choice in ("0", "1"):
+            found[f"avx512_bf16 SYNET_BF16_DOT={choice}"] = run_probe(folder, f"avx512_bf16 dot {choice}", {
+                "SYNET_MAX_ISA": "avx512_bf16", "SYNET_BF16_DOT": choice})
     return found
 
 

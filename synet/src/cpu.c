@@ -5,6 +5,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
+#include <string.h>
 
 static uint64_t synet_xgetbv(void)
 {
@@ -50,8 +51,17 @@ int synet_cpu_level(void)
         return SYNET_LEVEL_AVX512_BF16;
     return SYNET_LEVEL_AMX;
 }
+
+int synet_cpu_bf16_dot_fast(void)
+{
+    unsigned max, vendor[3];
+    __cpuid(0, max, vendor[0], vendor[2], vendor[1]); /* EBX, EDX, ECX: the vendor string */
+    (void)max;
+    return memcmp(vendor, "AuthenticAMD", 12) == 0;
+}
 #else
 int synet_cpu_level(void) { return SYNET_LEVEL_BASELINE; }
+int synet_cpu_bf16_dot_fast(void) { return 0; }
 #endif
 
 #if defined(__x86_64__) && defined(__linux__)
