@@ -84,6 +84,55 @@ def test_contexts_name_their_level():
     assert gather.level == synet.config()["dispatch"]["ops"]["gather"]
 
 
+# A seccomp filter that makes Linux refuse AMX (arch_prctl ARCH_REQ_XCOMP_PERM fails with EPERM), as a kernel
+# before 5.16 or a sandbox does; installed in the child before synet first asks.
+REFUSE_AMX = r"""
+import ctypes, struct
+LD_ABS, JEQ, RET = 0x20, 0x15, 0x06
+ALLOW, EPERM = 0x7FFF0000, 0x00050000 | 1
+program = [(LD_ABS, 0, 0, 0),             # the syscall number
+           (JEQ, 0, 3, 158),              # arch_prctl, else allow
+           (LD_ABS, 0, 0, 16),            # its first argument (low half)
+           (JEQ, 0, 1, 0x1023),           # ARCH_REQ_XCOMP_PERM, else allow
+           (RET, 0, 0, EPERM), (RET, 0, 0, ALLOW)]
+code = b"".join(struct.pack("HBBI", *insn) for insn in program)
+buffer = ctypes.create_string_buffer(code, len(code))
+class Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(38, 1, 0, 0, 0) == 0                     # PR_SET_NO_NEW_PRIVS
+fprog = Program(len(program), ctypes.cast(buffer, ctypes.c_void_p))
+assert libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0   # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+"""
+
+
+@pytest.mark.skipif(SUPPORTED != "amx" or not X86 or sys.platform != "linux", reason="no AMX on this CPU")
+def test_refused_amx_runs_the_next_level_with_the_same_bits():
+    """When Linux refuses the tile state, an AMX-sized deconvolution runs off AMX (the vdpbf16ps or the FP32
+    micro-kernel, as bf16_dot says), config() says so, and the bits are AMX's."""
+    from synet._deconvolution import amx_available
+    if not amx_available():
+        pytest.skip("Linux refuses AMX here already")
+    case = ("import numpy as np, synet\n"
+            "rng = np.random.default_rng(7)\n"
+            "x = rng.standard_normal((1, 9, 11, 48)).astype(np.float32)\n"
+            "w = rng.standard_normal((48, 3, 3, 40)).astype(np.float32)\n"
+            "conv = synet.ConvParams.deconvolution(48, 9, 11, 40, 3, 2, 1, 1, format='NHWC')\n"
+            "d = synet.Deconvolution16b(1, conv)\n"
+            "d.set_params(w, rng.standard_normal(40).astype(np.float32))\n"
+            "y = d.forward(x)\n")
+    scope: dict = {}
+    exec(case, scope)
+    assert "amx-bf16" in scope["d"].info()
+    result = run_python(REFUSE_AMX + case + "import json\n"
+                        "print(json.dumps([d.info(), synet.config()['dispatch'], y.tobytes().hex()]))")
+    assert result.returncode == 0, result.stderr
+    info, dispatch, bits = json.loads(result.stdout.splitlines()[-1])
+    assert dispatch["chosen"] == "avx512_bf16 (AMX refused by the OS)"
+    assert info == f"PhaseGemm {'avx512bf16' if dispatch['bf16_dot'] else 'fp32'} [amx]", info
+    assert bits == scope["y"].tobytes().hex()
+
+
 def cpu_vendor() -> str:
     with open("/proc/cpuinfo") as f:
         return next((line.split(":", 1)[1].strip() for line in f if line.startswith("vendor_id")), "")
