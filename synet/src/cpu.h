@@ -12,7 +12,7 @@ int synet_amx_permission(void);
 
 /* 1 when this CPU's AVX512-BF16 dot products (vdpbf16ps) outpace its FP32 FMAs per FLOP, so that a
    deconvolution without AMX runs faster on them: AMD's (Zen 4: 494 against 268 GFLOP/s on one core);
-   0 elsewhere (Intel Sapphire Rapids: vdpbf16ps at 0.48x the FLOPs of its FMAs, the FP32 micro-kernel
+   0 elsewhere (Intel Emerald Rapids: vdpbf16ps at 0.48x the FLOPs of its FMAs, the FP32 micro-kernel
    1.2-1.9x faster on every bench shape). Only a CPU that has the instructions asks. */
 int synet_cpu_bf16_dot_fast(void);
 
