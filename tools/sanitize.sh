@@ -10,7 +10,9 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 tar -C "$ROOT" --exclude=build --exclude=dist --exclude='*.so' --exclude='synet/_*.c' --exclude='synet/capi.c' --exclude=.git -cf - . | tar -C "$WORK" -xf -
 cd "$WORK"
-SYNET_EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
+# -O1, the sanitizers' usual level (it follows the build's -O3): instrumented at -O3, one level's
+# deconvolution.c took 212 s to compile against 32 s, and the whole build 10 min against 3 on 2 cores
+SYNET_EXTRA_CFLAGS="-O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
     "${PYTHON:-python}" setup.py build_ext --inplace > build.log 2>&1 || { tail -40 build.log; exit 1; }
 LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
 export LD_PRELOAD
