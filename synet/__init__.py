@@ -85,6 +85,7 @@ def config() -> dict:
     dispatch["ops"] = {"bf16": _kernels.BF16_LEVEL, "gather": _gather.LEVEL, "quantized_add": _quantized_add.LEVEL,
                        "deconvolution": _deconvolution.LEVEL}
     dispatch["bf16_dot"] = _deconvolution.BF16_DOT
+    dispatch["vector_gather"] = _gather.VECTOR_GATHER
     return {
         "version": __version__,
         "python": sys.version.split()[0],

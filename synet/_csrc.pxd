@@ -25,6 +25,7 @@ cdef extern from "cpu.h" nogil:
     int synet_cpu_level()
     int synet_amx_permission()
     int synet_cpu_bf16_dot_fast()
+    int synet_cpu_vector_gather_fast()
 
 
 cdef extern from "activations.h" nogil:
@@ -58,7 +59,7 @@ cdef extern from "gather.h" nogil:
         const void* idx
         void* dst
         Py_ssize_t outer, src_count, inner, idx_count, period
-        int elem_size, index_size, offsets
+        int elem_size, index_size, offsets, vector_gather
         Py_ssize_t ntasks, tasks_per_outer, slices_per_task, rows_per_task, nstrips
         int strips, whole_slices, prefetch_next
     ctypedef struct synet_gather_kernels:

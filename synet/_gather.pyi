@@ -5,6 +5,7 @@ import numpy as np
 import numpy.typing as npt
 
 LEVEL: str
+VECTOR_GATHER: bool
 PICKLE_VERSION: int
 
 @final

@@ -14,7 +14,7 @@ from synet._csrc cimport (
     synet_gather_kernels_at,
 )
 from synet._fastpath cimport data_of, is_operand, is_output, new_array, new_like, overlaps
-from synet._kernels cimport call_threads, kernel_level
+from synet._kernels cimport call_threads, kernel_level, vector_gather_preferred
 
 import math
 
@@ -30,6 +30,9 @@ cdef const synet_gather_kernels* K = synet_gather_kernels_at(kernel_level())
 if K == NULL:
     raise ImportError("synet._gather: this build has no gather kernels for this CPU (a native build elsewhere?)")
 LEVEL = K.level.decode()
+# whether 4- and 8-byte elements load by vpgather (AVX-512 kernels only; see synet._kernels)
+cdef bint _VECTOR_GATHER = vector_gather_preferred() and LEVEL == "avx512"
+VECTOR_GATHER = bool(_VECTOR_GATHER)
 
 cdef enum:
     PARALLEL_MIN = 1 << 15  # dst elements below which a gather runs on one thread
@@ -58,7 +61,7 @@ cdef int gather_run(const GatherPlan* plan, const void* src, const void* idx, vo
         return SYNET_VALUE_ERROR
     if plan.src_count == 0:
         return SYNET_INDEX_ERROR
-    job.src, job.dst, job.elem_size = src, dst, plan.elem_size
+    job.src, job.dst, job.elem_size, job.vector_gather = src, dst, plan.elem_size, _VECTOR_GATHER
     K.prepare(&job)
     if job.outer * job.idx_count * job.inner < PARALLEL_MIN:   # no parallel region to open: the same tasks
         for t in range(job.ntasks):

@@ -5,7 +5,10 @@ cap it, and every op runs the kernels of the highest level compiled for it up to
 (synet/src/*.h: a table of functions per op and level). AMX needs Linux's permission for the tile
 state: asked the first time an AMX kernel is planned, never at import; refused, the next level runs.
 Deconvolutions that do not run on AMX use the AVX512-BF16 dot products only where they outpace the FP32
-FMAs (``synet_cpu_bf16_dot_fast``: AMD's, not Intel's), or as ``SYNET_BF16_DOT`` says.
+FMAs (``synet_cpu_bf16_dot_fast``: AMD's, not Intel's), or as ``SYNET_BF16_DOT`` says; GatherElements
+loads 4- and 8-byte elements by AVX-512's vpgather only where it outpaces scalar loads
+(``synet_cpu_vector_gather_fast``: Intel's without the Downfall microcode, not AMD's), or as
+``SYNET_VECTOR_GATHER`` says.
 """
 
 import os
@@ -21,8 +24,9 @@ from synet._fastpath cimport is_output, new_array, same_shape
 from libc.stdint cimport int64_t
 
 from synet._csrc cimport (
-    SYNET_LEVEL_AMX, SYNET_LEVEL_AVX512_BF16, SYNET_MAX_THREADS, synet_amx_permission, synet_bf16_kernels,
-    synet_bf16_kernels_at, synet_cpu_bf16_dot_fast, synet_cpu_level, synet_peak_kernels, synet_peak_kernels_at,
+    SYNET_LEVEL_AMX, SYNET_LEVEL_AVX512, SYNET_LEVEL_AVX512_BF16, SYNET_MAX_THREADS, synet_amx_permission,
+    synet_bf16_kernels, synet_bf16_kernels_at, synet_cpu_bf16_dot_fast, synet_cpu_level, synet_cpu_vector_gather_fast,
+    synet_peak_kernels, synet_peak_kernels_at,
 )
 
 from ._arrays import UINT16, check_n_threads, check_out
@@ -65,26 +69,30 @@ def _max_isa():
     return len(LEVELS) - 1
 
 
-def _bf16_dot(int level):
-    """Whether deconvolutions off AMX use the vdpbf16ps micro-kernel: the level must have it; then
-    SYNET_BF16_DOT ("1": yes, "0": no, read at import; another value warns and is ignored), else whether
-    this CPU's dot products outpace its FP32 FMAs (the FP32 micro-kernel sums in the same order: the same
-    bits but for the hardware's subnormal flushing)."""
-    if level < SYNET_LEVEL_AVX512_BF16:
+def _kernel_choice(str variable, bint available, bint faster_here):
+    """A choice between two kernels that give the same results, made at import: never where the level lacks
+    the instructions (`available`); else as the environment variable says ("1": yes, "0": no; another value
+    warns and is ignored), else whether they are the faster ones on this CPU (`faster_here`)."""
+    if not available:
         return False
-    value = os.environ.get("SYNET_BF16_DOT", "").strip()
+    value = os.environ.get(variable, "").strip()
     if value in ("0", "1"):
         return value == "1"
     if value:
-        warnings.warn(f"SYNET_BF16_DOT={value!r}: expected 1 or 0 (ignored)", RuntimeWarning, stacklevel=2)
-    return bool(synet_cpu_bf16_dot_fast())
+        warnings.warn(f"{variable}={value!r}: expected 1 or 0 (ignored)", RuntimeWarning, stacklevel=2)
+    return faster_here
 
 
 cdef int _SUPPORTED = synet_cpu_level()
 cdef int _CAP = _max_isa()
 cdef int _LEVEL = min(_SUPPORTED, _CAP)
 cdef int _AMX = -1   # -1: not asked yet; 0 / 1: Linux's answer
-cdef bint _BF16_DOT = _bf16_dot(_LEVEL)
+# deconvolutions off AMX on the vdpbf16ps micro-kernel (the FP32 one sums in the same order: the same bits but
+# for the hardware's subnormal flushing)
+cdef bint _BF16_DOT = _kernel_choice("SYNET_BF16_DOT", _LEVEL >= SYNET_LEVEL_AVX512_BF16, synet_cpu_bf16_dot_fast())
+# GatherElements' 4- and 8-byte elements by vpgather (exact either way)
+cdef bint _VECTOR_GATHER = _kernel_choice("SYNET_VECTOR_GATHER", _LEVEL >= SYNET_LEVEL_AVX512,
+                                          synet_cpu_vector_gather_fast())
 
 
 cdef int kernel_level() noexcept nogil:
@@ -102,6 +110,10 @@ cdef int amx_ready() noexcept nogil:
 
 cdef bint bf16_dot_preferred() noexcept nogil:
     return _BF16_DOT
+
+
+cdef bint vector_gather_preferred() noexcept nogil:
+    return _VECTOR_GATHER
 
 
 def dispatch():

@@ -161,6 +161,42 @@ def test_the_bf16_dot_micro_kernel_runs_where_it_is_faster(setting):
         assert ("SYNET_BF16_DOT='yes': expected 1 or 0 (ignored)" in result.stderr) == (setting == "yes")
 
 
+def gds_mitigated() -> bool:
+    try:
+        with open("/sys/devices/system/cpu/vulnerabilities/gather_data_sampling") as f:
+            return f.read().startswith("Mitigation")
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(LEVELS.index(SUPPORTED) < LEVELS.index("avx512"), reason="no AVX-512 on this CPU")
+@pytest.mark.parametrize("setting", ["", "1", "0", "yes"])
+def test_vector_gathers_run_where_they_are_faster(setting):
+    """GatherElements' AVX-512 kernels load 4- and 8-byte elements by vpgather on Intel's CPUs (unless Linux
+    reports the Downfall microcode, which slows gathers down) and by scalar loads elsewhere (AMD's vpgather
+    is slower), or as SYNET_VECTOR_GATHER says; another value warns. Below AVX-512 there is no choice."""
+    expected = setting == "1" if setting in ("0", "1") else cpu_vendor() == "GenuineIntel" and not gds_mitigated()
+    code = "import json, synet; print(json.dumps(synet.config()['dispatch']['vector_gather']))"
+    for level, choice in (("avx2", False), ("avx512", expected), (SUPPORTED, expected)):
+        result = run_python(code, {"SYNET_MAX_ISA": level, "SYNET_VECTOR_GATHER": setting})
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout.splitlines()[-1]) == choice, level
+        warned = "SYNET_VECTOR_GATHER='yes': expected 1 or 0 (ignored)" in result.stderr
+        assert warned == (setting == "yes" and level != "avx2"), result.stderr
+
+
+@pytest.mark.skipif(LEVELS.index(SUPPORTED) < LEVELS.index("avx512"), reason="no AVX-512 on this CPU")
+@pytest.mark.parametrize("setting", ["0", "1"])
+def test_gather_tests_pass_with_either_loads(setting):
+    """The gather tests of 32-lane blocks (negative, out-of-range and beyond-int32 indices), of grouped slices
+    and of threads pass with vpgather and with scalar loads alike (in-process runs take this CPU's choice)."""
+    tests = "blocks_of_32_lanes or small_slices_grouped_per_task or bfloat16_raw_bits_and_threads"
+    result = run_python(["-m", "pytest", "-q", "-p", "no:cacheprovider", os.path.join(HERE, "test_gather.py"),
+                         "-k", tests], {"SYNET_VECTOR_GATHER": setting})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert " passed" in result.stdout and " failed" not in result.stdout
+
+
 def run_probe(folder, name, env):
     """(kernel level, results) of tests/levels_probe.py in a subprocess with `env`."""
     path = str(folder / f"{name}.npz")
@@ -175,13 +211,18 @@ def probes(tmp_path_factory):
     """{level: (kernel level, results)} for every level this CPU supports, each run in a subprocess; on a CPU
     with AVX512-VBMI also "avx512 without vbmi": the AVX-512 code of CPUs without it (Skylake-X, Cascade
     Lake), whose quantized adds run other kernels; on a CPU with AVX512-BF16 the "avx512_bf16" level with
-    and without the vdpbf16ps micro-kernel, whichever this CPU runs by default."""
+    and without the vdpbf16ps micro-kernel, whichever this CPU runs by default; at "avx512" the gather's
+    4- and 8-byte loads the other way than this CPU's default (vpgather or scalar loads)."""
     folder = tmp_path_factory.mktemp("levels")
     found = {level: run_probe(folder, level, {"SYNET_MAX_ISA": level})
              for level in LEVELS[:LEVELS.index(SUPPORTED) + 1]}
     if "avx512" in found and "avx512vbmi" in CPU_FLAGS:
         found["avx512 without vbmi"] = run_probe(folder, "avx512 without vbmi", {
             "SYNET_MAX_ISA": "avx512", "SYNET_DISABLE_CPU_FEATURES": "avx512vbmi"})
+    if "avx512" in found:   # GatherElements' other way to load 4- and 8-byte elements
+        choice = "0" if synet.config()["dispatch"]["vector_gather"] else "1"
+        found[f"avx512 SYNET_VECTOR_GATHER={choice}"] = run_probe(folder, f"avx512 gather {choice}", {
+            "SYNET_MAX_ISA": "avx512", "SYNET_VECTOR_GATHER": choice})
     if "avx512_bf16" in found:
         for choice in ("0", "1"):
             found[f"avx512_bf16 SYNET_BF16_DOT={choice}"] = run_probe(folder, f"avx512_bf16 dot {choice}", {

@@ -505,9 +505,10 @@ def test_wide_strips_match_reference(index_dtype, dtype, outer, src_count, inner
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("inner", [1, 3])
 @pytest.mark.parametrize("case", ["in range", "negative", "out of range", "beyond int32"])
-def test_scalar_lanes_of_32(dtype, index_dtype, inner, case):
-    """4- and 8-byte elements go 32 lanes at a time by scalar loads: straight from an index that is in range as
-    it is, else through clamped offsets. Blocks of 32 with a negative, an out-of-range and (int64) a
+def test_blocks_of_32_lanes(dtype, index_dtype, inner, case):
+    """4- and 8-byte elements go 32 lanes at a time (AVX-512): by scalar loads straight from an index that is in
+    range as it is, else through clamped offsets by vpgather or scalar loads (SYNET_VECTOR_GATHER; both run by
+    test_cpu_levels.py). Blocks of 32 with a negative, an out-of-range and (int64) a
     beyond-int32 index among in-range ones, a tail of 5: the reference's values, zeros where out of range."""
     rng = np.random.default_rng(inner * 10 + len(case))
     src_count, idx_count = 40, 101   # 101 * inner: three or nine full blocks and a tail

@@ -239,7 +239,8 @@ def run(only: list[str] | None = None, repeats: int = 7, target_s: float = 0.01,
     dispatch = synet.config()["dispatch"]
     print(f"synet {synet.__version__}: CPU level {dispatch['chosen']} (supported {dispatch['supported']}); "
           f"kernels {', '.join(f'{op} {lvl}' for op, lvl in dispatch['ops'].items())}"
-          f"{'; deconvolution off AMX on vdpbf16ps' if dispatch['bf16_dot'] else ''}", file=out)
+          f"{'; deconvolution off AMX on vdpbf16ps' if dispatch['bf16_dot'] else ''}"
+          f"{'; gathers by vpgather' if dispatch['vector_gather'] else ''}", file=out)
     busy = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     if busy >= 0.5:
         print(f"note: load average {busy:.2f} before the run: other processes use the CPUs, so times are noisy and "

@@ -5,6 +5,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
+#include <stdio.h>
 #include <string.h>
 
 static uint64_t synet_xgetbv(void)
@@ -59,9 +60,27 @@ int synet_cpu_bf16_dot_fast(void)
     (void)max;
     return memcmp(vendor, "AuthenticAMD", 12) == 0;
 }
+
+int synet_cpu_vector_gather_fast(void)
+{
+    unsigned max, vendor[3];
+    __cpuid(0, max, vendor[0], vendor[2], vendor[1]);
+    (void)max;
+    if (memcmp(vendor, "GenuineIntel", 12) != 0)
+        return 0;
+    char line[64] = "";
+    FILE *f = fopen("/sys/devices/system/cpu/vulnerabilities/gather_data_sampling", "r");
+    if (f) {
+        if (!fgets(line, sizeof(line), f))
+            line[0] = 0;
+        fclose(f);
+    }
+    return strncmp(line, "Mitigation", 10) != 0;
+}
 #else
 int synet_cpu_level(void) { return SYNET_LEVEL_BASELINE; }
 int synet_cpu_bf16_dot_fast(void) { return 0; }
+int synet_cpu_vector_gather_fast(void) { return 0; }
 #endif
 
 #if defined(__x86_64__) && defined(__linux__)

@@ -4,9 +4,10 @@
  * elements), or of row blocks x strips of 32 columns, so each element is written by one task and the
  * result does not depend on the thread count. Small slices go several to a task; strips are for 1-byte
  * elements of a small enough slice (AVX-512, see strip_u8) and wider ones of a slice too large for L2
- * (the portable loop, see wide_strip). With AVX-512, index math runs in vectors; 4- and 8-byte elements
- * are then loaded by scalar loads 32 at a time (scalar32: faster than vpgather on AMD), 1- and 2-byte ones
- * and partial blocks by vpgather.
+ * (the portable loop, see wide_strip). With AVX-512, index math runs in vectors; elements are then loaded
+ * by vpgather, except 4- and 8-byte ones on CPUs whose vpgather is slow (AMD's; see
+ * synet_cpu_vector_gather_fast): scalar loads 32 at a time there (scalar32). An index in range as it is
+ * (a flat one, or set_index's offsets) loads 4- and 8-byte elements by scalar loads everywhere (direct32).
  */
 #include "gather.h"
 
@@ -108,29 +109,38 @@ SYNET_INLINE int all_in_range32(const void *idx, const int idx_size, synet_size 
     return ok == 0xFF;
 }
 
-/* gather16 twice for 4- and 8-byte elements, 32 full lanes, as scalar loads (AMD's vpgatherdd loads about
-   one element a cycle): `direct` (runs with inner 1 and step 0: a flat index or set_index's offsets) and
-   every index in range as it is: dst[j] = src[idx[j]] (G2 0.51 -> 0.44 ms, G4 without set_index 0.305 ->
-   0.25 ms); else with the offsets computed in vectors (clamped into src), stored and loaded back, out-of-
-   range lanes zeroed afterwards (G1 2.1 -> 1.8 ms). */
-SYNET_INLINE int scalar32(const void *src, const void *idx, const int idx_size, const int offsets, void *dst,
-                          const int width, synet_size count, __m512i vcount, synet_size inner, __m512i vinner,
-                          __m512i pos0, __m512i pos1, const int direct)
-{
 #define SCALAR_LOOP(INDEX, ELEM, AT)                                                                       \
     _Pragma("GCC unroll 32") for (int j = 0; j < 32; ++j)                                                  \
         ((ELEM *)dst)[j] = ((const ELEM *)src)[AT];
-    if (direct && all_in_range32(idx, idx_size, count)) {
-        if (width == 4 && idx_size == 4)
-            SCALAR_LOOP(int32_t, uint32_t, ((const int32_t *)idx)[j])
-        else if (width == 4)
-            SCALAR_LOOP(int64_t, uint32_t, ((const int64_t *)idx)[j])
-        else if (idx_size == 4)
-            SCALAR_LOOP(int32_t, uint64_t, ((const int32_t *)idx)[j])
-        else
-            SCALAR_LOOP(int64_t, uint64_t, ((const int64_t *)idx)[j])
+
+/* 32 4- or 8-byte elements of a run with inner 1 and step 0 (a flat index or set_index's offsets) whose
+   indices are all in range as they are: dst[j] = src[idx[j]] by scalar loads, returning 1 (G2 0.51 -> 0.44 ms,
+   G4 without set_index 0.305 -> 0.25 ms on AMD; vpgather measured 1.05x slower on Intel); 0 (nothing done)
+   when one is not. */
+SYNET_INLINE int direct32(const void *src, const void *idx, const int idx_size, void *dst, const int width,
+                          synet_size count)
+{
+    if (!all_in_range32(idx, idx_size, count))
         return 0;
-    }
+    if (width == 4 && idx_size == 4)
+        SCALAR_LOOP(int32_t, uint32_t, ((const int32_t *)idx)[j])
+    else if (width == 4)
+        SCALAR_LOOP(int64_t, uint32_t, ((const int64_t *)idx)[j])
+    else if (idx_size == 4)
+        SCALAR_LOOP(int32_t, uint64_t, ((const int32_t *)idx)[j])
+    else
+        SCALAR_LOOP(int64_t, uint64_t, ((const int64_t *)idx)[j])
+    return 1;
+}
+
+/* gather16 twice for 4- and 8-byte elements, 32 full lanes, as scalar loads, where vpgather is slow (AMD's
+   vpgatherdd loads about one element a cycle): the offsets computed in vectors (clamped into src), stored and
+   loaded back, out-of-range lanes zeroed afterwards (G1 2.1 -> 1.8 ms on AMD, 1.5x slower than vpgather on
+   Intel's Emerald Rapids). */
+SYNET_INLINE int scalar32(const void *src, const void *idx, const int idx_size, const int offsets, void *dst,
+                          const int width, __m512i vcount, synet_size inner, __m512i vinner, __m512i pos0,
+                          __m512i pos1)
+{
     uint32_t o[32] __attribute__((aligned(64)));
     __mmask16 ok0, ok1;
     _mm512_store_si512(o, offsets16(idx, idx_size == 8, offsets, 0xFFFF, vcount, inner, vinner, pos0, &ok0));
@@ -152,15 +162,15 @@ SYNET_INLINE int scalar32(const void *src, const void *idx, const int idx_size, 
     return __builtin_popcount(bad);
 }
 
-/* dst[k] = src[norm(idx[k]) * inner + k * step] for k < n in blocks of 32 (scalar32, or two gathers in
-   flight: G2 6-10% faster than one). ahead[0:ahead_bytes], the next task's source, is prefetched in equal
+/* dst[k] = src[norm(idx[k]) * inner + k * step] for k < n in blocks of 32 (direct32, scalar32 unless
+   `vector_gather`, or two gathers in flight: G2 6-10% faster than one). ahead[0:ahead_bytes], the next task's source, is prefetched in equal
    parts per iteration: random reads inside a small slice defeat the hardware prefetcher (G4 1.26x,
    G2 1.06x faster). idx[n:idx_bytes / idx_size] is more index of the task (prefetched too). Returns the
    out-of-range count. */
 SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const void *idx, synet_size idx_bytes,
                                    void *dst, synet_size n, synet_size count, synet_size inner, synet_size step,
                                    const char *ahead, synet_size ahead_bytes, const int width, const int idx_size,
-                                   const int offsets, const int inner1)
+                                   const int offsets, const int inner1, const int vector_gather)
 {
     const int idx64 = idx_size == 8;
     const __m512i vcount = _mm512_set1_epi32((int)count), vinner = _mm512_set1_epi32((int)inner);
@@ -179,11 +189,18 @@ SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const 
                 _mm_prefetch((const char *)idx + k * idx_size + INDEX_PREFETCH + line, _MM_HINT_T0);
         const __mmask32 m = n - k >= 32 ? 0xFFFFFFFFu : (__mmask32)((1ull << (n - k)) - 1);
         if ((width == 4 || width == 8) && m == 0xFFFFFFFFu) {
+            const char *ik = (const char *)idx + k * idx_size;
+            char *dk = (char *)dst + k * width;
             const __m512i pos1 = _mm512_add_epi32(pos, advance);
-            bad += scalar32(src, (const char *)idx + k * idx_size, idx_size, offsets, (char *)dst + k * width, width,
-                            count, vcount, inner1 ? 1 : inner, vinner, pos, pos1, inner1);
-            pos = _mm512_add_epi32(pos1, advance);
-            continue;
+            if (inner1 && direct32(src, ik, idx_size, dk, width, count)) {
+                pos = _mm512_add_epi32(pos1, advance);
+                continue;
+            }
+            if (!vector_gather) {
+                bad += scalar32(src, ik, idx_size, offsets, dk, width, vcount, inner1 ? 1 : inner, vinner, pos, pos1);
+                pos = _mm512_add_epi32(pos1, advance);
+                continue;
+            }
         }
         bad += gather16(src, (const char *)idx + k * idx_size, idx64, offsets, (char *)dst + k * width, width,
                         (__mmask16)m, vcount, inner1 ? 1 : inner, vinner, pos, last, wshift);
@@ -294,7 +311,7 @@ SYNET_INLINE synet_size gather_loop(const char *src, synet_size src_bytes, synet
                                     synet_size idx_bytes, void *dst, synet_size n, synet_size row_step, synet_size rows,
                                     synet_size count, synet_size inner, synet_size step, synet_size ahead_bytes,
                                     int ahead_last, const int width, const int idx_size, const int offsets,
-                                    const int inner1)
+                                    const int inner1, int vector_gather)
 {
     if (width == 4 && inner1 && count <= TABLE_MAX) {
         const int pairs = count <= 32 ? 1 : count <= 64 ? 2 : count <= 128 ? 4 : 8;
@@ -311,14 +328,14 @@ SYNET_INLINE synet_size gather_loop(const char *src, synet_size src_bytes, synet
         bad += gather_row(src + r * src_step, src_bytes - r * src_step, (const char *)idx + r * row_step * idx_size,
                           idx_bytes - r * row_step * idx_size, (char *)dst + r * row_step * width, n, count, inner,
                           step, src + (r + 1) * src_step, r + 1 < rows || ahead_last ? ahead_bytes : 0, width,
-                          idx_size, offsets, inner1);
+                          idx_size, offsets, inner1, vector_gather);
     return bad;
 }
 
 #define LOOP_CASE(W, X, O, I1)                                                                                 \
     case ((W) * 16 + (X) * 2 + (O)) * 2 + (I1):                                                                \
         return gather_loop(src, src_bytes, src_step, idx, idx_bytes, dst, n, row_step, rows, count, inner, step,      \
-                           ahead_bytes, ahead_last, W, X, O, I1);
+                           ahead_bytes, ahead_last, W, X, O, I1, vector_gather);
 #define LOOP_CASES_W(W) LOOP_CASE(W, 4, 0, 0) LOOP_CASE(W, 4, 0, 1) LOOP_CASE(W, 8, 0, 0) LOOP_CASE(W, 8, 0, 1) \
     LOOP_CASE(W, 4, 1, 0) LOOP_CASE(W, 4, 1, 1)
 
@@ -326,7 +343,7 @@ SYNET_INLINE synet_size gather_loop(const char *src, synet_size src_bytes, synet
 static synet_size gather_simd(const char *src, synet_size src_bytes, synet_size src_step, const void *idx,
                               int idx_size, int offsets, synet_size idx_bytes, void *dst, int width, synet_size n,
                               synet_size row_step, synet_size rows, synet_size count, synet_size inner, synet_size step,
-                              synet_size ahead_bytes, int ahead_last)
+                              synet_size ahead_bytes, int ahead_last, int vector_gather)
 {
     if (count * inner * width > 0x7FFFFFFF || src_bytes - (rows - 1) * src_step < 4 || (offsets && idx_size != 4))
         return -1;
@@ -397,11 +414,11 @@ __attribute__((aligned(64))) static synet_size strip_u8(const uint8_t *src, cons
 static synet_size gather_simd(const char *src, synet_size src_bytes, synet_size src_step, const void *idx,
                               int idx_size, int offsets, synet_size idx_bytes, void *dst, int width, synet_size n,
                               synet_size row_step, synet_size rows, synet_size count, synet_size inner, synet_size step,
-                              synet_size ahead_bytes, int ahead_last)
+                              synet_size ahead_bytes, int ahead_last, int vector_gather)
 {
     (void)src, (void)src_bytes, (void)src_step, (void)idx, (void)idx_size, (void)offsets, (void)idx_bytes, (void)dst;
     (void)width, (void)n, (void)row_step, (void)rows, (void)count, (void)inner, (void)step, (void)ahead_bytes;
-    (void)ahead_last;
+    (void)ahead_last, (void)vector_gather;
     return -1;
 }
 static int strips_apply(synet_size count, synet_size inner)
@@ -515,7 +532,8 @@ static synet_size run(const synet_gather_job *j, const char *src, synet_size src
                       synet_size ahead_bytes, int ahead_last)
 {
     synet_size bad = gather_simd(src, src_bytes, src_step, idx, j->index_size, offsets, idx_left * j->index_size, dst,
-                                 j->elem_size, n, row_step, rows, count, inner, step, ahead_bytes, ahead_last);
+                                 j->elem_size, n, row_step, rows, count, inner, step, ahead_bytes, ahead_last,
+                                 j->vector_gather);
     if (bad >= 0)
         return bad;
     bad = 0;
