@@ -284,7 +284,7 @@ def test_depthwise_channels_last_tiles_stored_to_dst(channels, act, dst_bf16, ba
 def test_depthwise_bf16_outputs_rounded_as_stored(layout, channels, width, stride, act):
     """Depthwise BF16 outputs with IDENTITY / RELU are rounded as the kernels store them (nearest-even,
     NaN quieted with its sign): bit for bit the FP32 output rounded by float32_to_bfloat16, on vectors
-    and tails, channels whose output is the bias alone (values on BF16 ties, a negative NaN),
+    and tails, channels whose output is the bias alone (values on BF16 ties, a subnormal, a negative NaN),
     inf and NaN from the source; no element around the output is written."""
     rng = np.random.default_rng(channels * width + stride)
     x = rng.standard_normal((2, channels, 5, width)).astype(np.float32)
@@ -292,7 +292,7 @@ def test_depthwise_bf16_outputs_rounded_as_stored(layout, channels, width, strid
     w = rng.standard_normal((channels, 1, 4, 4)).astype(np.float32)
     w[:4] = 0.0   # channels 0-3: the bias alone
     bias = rng.standard_normal(channels).astype(np.float32)
-    bias[:4] = np.array([0x3F808000, 0x3F818000, 0xFFC0FFFF, 0xBF818000], np.uint32).view(np.float32)
+    bias[:4] = np.array([0x3F808000, 0x00018000, 0xFFC0FFFF, 0xBF818000], np.uint32).view(np.float32)
     x[:, :4] = 1.0   # (no inf * 0 in the bias-only channels)
     if layout == "NHWC":
         x, w = to_nhwc(x), to_nhwc(w)
@@ -305,8 +305,37 @@ def test_depthwise_bf16_outputs_rounded_as_stored(layout, channels, width, strid
     assert (guarded[:32] == 0x5A5A).all() and (guarded[-32:] == 0x5A5A).all()
     at = (slice(None), slice(0, 4)) if layout == "NCHW" else (Ellipsis, slice(0, 4))
     corner = out[at].reshape(2, 4, -1) if layout == "NCHW" else np.moveaxis(out[at], -1, 1).reshape(2, 4, -1)
-    expected = [0x3F80, 0x3F82, 0xFFC0, 0xBF82 if act == "identity" else 0]   # (RELU keeps NaN)
+    expected = [0x3F80, 0x0002, 0xFFC0, 0xBF82 if act == "identity" else 0]   # (RELU keeps NaN)
     assert (corner == np.array(expected, np.uint16)[None, :, None]).all()
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("channels, kernel, stride", [(32, 1, 1), (32, 2, 2), (48, 4, 2), (8, 3, 2)])
+def test_gemm_bf16_outputs_rounded_as_stored(layout, channels, kernel, stride):
+    """BF16 outputs of the GEMM kernels (AMX from 16 input channels where the CPU has it, else the FP32
+    micro-kernel) are rounded as float32_to_bfloat16 rounds: nearest-even, a NaN quieted with its sign, a
+    subnormal kept (the levels with AVX512-BF16 round by vcvtneps2bf16, which flushes subnormals and keeps
+    NaN payloads, so those vectors go the integer way). Bit for bit the FP32 output rounded; output channels
+    whose value is the bias alone (values on ties, subnormals, NaNs with payloads) give the expected bits;
+    the NaNs in other channels' vectors than the subnormals (channels last: a NaN sends its whole vector the
+    integer way)."""
+    rng = np.random.default_rng(channels + 10 * kernel + stride)
+    x = rng.standard_normal((2, channels, 6, 9)).astype(np.float32)
+    w = rng.standard_normal((channels, 40, kernel, kernel)).astype(np.float32)
+    alone = [0, 1, 2, 3, 16, 17]   # output channels whose value is the bias alone
+    w[:, alone] = 0.0
+    bias = rng.standard_normal(40).astype(np.float32)
+    bias[alone] = np.array([0x3F818000, 0x3F808000, 0x00018000, 0x80008001, 0x7FFFFFFF, 0xFFC0FFFF],
+                           np.uint32).view(np.float32)
+    if layout == "NHWC":
+        x, w = to_nhwc(x), to_nhwc(w)
+    kwargs = dict(stride=stride, padding=kernel // 2 if stride == 2 else 0, layout=layout)
+    y32 = conv_transpose2d(x, w, bias, **kwargs)
+    y16 = conv_transpose2d(x, w, bias, out_dtype="bf16", **kwargs).view(np.uint16)
+    assert np.array_equal(y16, float32_to_bfloat16(y32).view(np.uint16))
+    corner = y16[:, alone] if layout == "NCHW" else np.moveaxis(y16[..., alone], -1, 1)
+    expected = np.array([0x3F82, 0x3F80, 0x0002, 0x8001, 0x7FC0, 0xFFC0], np.uint16)
+    assert (corner.reshape(2, 6, -1) == expected[None, :, None]).all()
 
 
 @pytest.mark.parametrize("pads", [(1, 1), (0, 1), (2, 3), (3, 1), (1, 0), (2, 2)])   # (top, left)

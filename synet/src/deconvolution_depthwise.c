@@ -188,6 +188,15 @@ SYNET_INLINE void store_pair_bf16(void *out, int64_t i, vfloat a, vfloat b)
 {
     static const uint16_t high_words[32] = {1,  33, 3,  35, 5,  37, 7,  39, 9,  41, 11, 43, 13, 45, 15, 47,
                                             17, 49, 19, 51, 21, 53, 23, 55, 25, 57, 27, 59, 29, 61, 31, 63};
+#if defined(__AVX512BF16__)
+    if (synet_bf16_convert_exact(a) && synet_bf16_convert_exact(b)) { /* a's words, then b's: interleaved */
+        static const uint16_t pairs[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                           8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+        const __m512i ab = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+        _mm512_storeu_si512((uint16_t *)out + i, _mm512_permutexvar_epi16(_mm512_loadu_si512(pairs), ab));
+        return;
+    }
+#endif
     const __m512i ha = synet_bf16_nearest_high_x16(_mm512_castps_si512(a));
     const __m512i hb = synet_bf16_nearest_high_x16(_mm512_castps_si512(b));
     _mm512_storeu_si512((uint16_t *)out + i, _mm512_permutex2var_epi16(ha, _mm512_loadu_si512(high_words), hb));

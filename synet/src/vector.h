@@ -94,8 +94,27 @@ SYNET_INLINE __m512i synet_bf16_truncate_x16(__m512i bits)
     return _mm512_mask_or_epi32(high, empty, high, _mm512_set1_epi32(0x0040));
 }
 
+#if defined(__AVX512BF16__)
+/* Whether vcvtneps2bf16 rounds every lane of v as synet_bf16_nearest does (the levels from avx512_bf16 on):
+   it rounds to nearest-even too, but flushes subnormals to zero and keeps a NaN's payload. One vfpclassps;
+   a vector with a NaN or a subnormal goes the integer way (BF16 outputs of transposed convolutions, A/B
+   against the integer rounding: D4h 0.78x the time, D4 0.82x, D2 0.89x, D3 0.92x). */
+SYNET_INLINE int synet_bf16_convert_exact(__m512 v)
+{
+    return !_mm512_fpclass_ps_mask(v, 0x01 | 0x20 | 0x80); /* quiet NaN, subnormal, signalling NaN */
+}
+
+/* 16 floats -> 16 bfloat16 (nearest-even) packed in 256 bits. */
+SYNET_INLINE __m256i synet_bf16_pack_x16(__m512 v)
+{
+    if (synet_bf16_convert_exact(v))
+        return (__m256i)_mm512_cvtneps_pbh(v);
+    return _mm512_cvtepi32_epi16(synet_bf16_nearest_x16(_mm512_castps_si512(v)));
+}
+#else
 /* 16 floats -> 16 bfloat16 (nearest-even) packed in 256 bits. */
 SYNET_INLINE __m256i synet_bf16_pack_x16(__m512 v) { return _mm512_cvtepi32_epi16(synet_bf16_nearest_x16(_mm512_castps_si512(v))); }
+#endif
 
 /* the first min(n, 16) lanes */
 SYNET_INLINE __mmask16 synet_mask16(int64_t n) { return (__mmask16)(n >= 16 ? 0xFFFFu : (1u << (n > 0 ? n : 0)) - 1); }
