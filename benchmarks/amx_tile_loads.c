@@ -37,6 +37,19 @@ static double now(void)
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+/* load A and B into tiles LA, LB while multiplying those loaded a step earlier (UA, UB) */
+#define DOUBLE_BUFFERED(LA, LB, UA, UB)       \
+    do {                                      \
+        _tile_loadd(LA, a0, 64);              \
+        _tile_loadd(LB, b0, 64);              \
+        _tile_dpbf16ps(0, UA, UB);            \
+        _tile_dpbf16ps(1, UA, UB);            \
+        if (schedule == 3) {                  \
+            _tile_dpbf16ps(2, UA, UB);        \
+            _tile_dpbf16ps(3, UA, UB);        \
+        }                                     \
+    } while (0)
+
 static void steps(int schedule, int n)
 {
     for (int i = 0; i < n; ++i) {
@@ -67,35 +80,11 @@ static void steps(int schedule, int n)
             _tile_dpbf16ps(2, 5, 6);
             _tile_dpbf16ps(3, 5, 7);
             break;
-        case 3:
-            if (i & 1) {
-                _tile_loadd(4, a0, 64);
-                _tile_loadd(6, b0, 64);
-                _tile_dpbf16ps(0, 5, 7);
-                _tile_dpbf16ps(1, 5, 7);
-                _tile_dpbf16ps(2, 5, 7);
-                _tile_dpbf16ps(3, 5, 7);
-            } else {
-                _tile_loadd(5, a0, 64);
-                _tile_loadd(7, b0, 64);
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_dpbf16ps(1, 4, 6);
-                _tile_dpbf16ps(2, 4, 6);
-                _tile_dpbf16ps(3, 4, 6);
-            }
-            break;
-        default:
-            if (i & 1) {
-                _tile_loadd(4, a0, 64);
-                _tile_loadd(6, b0, 64);
-                _tile_dpbf16ps(0, 5, 7);
-                _tile_dpbf16ps(1, 5, 7);
-            } else {
-                _tile_loadd(5, a0, 64);
-                _tile_loadd(7, b0, 64);
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_dpbf16ps(1, 4, 6);
-            }
+        default: /* 3: four tdp on the tiles loaded a step earlier, 4: two */
+            if (i & 1)
+                DOUBLE_BUFFERED(4, 6, 5, 7);
+            else
+                DOUBLE_BUFFERED(5, 7, 4, 6);
             break;
         }
     }
