@@ -69,10 +69,10 @@ def _max_isa():
     return len(LEVELS) - 1
 
 
-def _kernel_choice(str variable, bint available, bint faster_here):
+def _kernel_choice(str variable, bint available, faster_here):
     """A choice between two kernels that give the same results, made at import: never where the level lacks
     the instructions (`available`); else as the environment variable says ("1": yes, "0": no; another value
-    warns and is ignored), else whether they are the faster ones on this CPU (`faster_here`)."""
+    warns and is ignored), else whether they are the faster ones on this CPU (`faster_here()`)."""
     if not available:
         return False
     value = os.environ.get(variable, "").strip()
@@ -80,7 +80,7 @@ def _kernel_choice(str variable, bint available, bint faster_here):
         return value == "1"
     if value:
         warnings.warn(f"{variable}={value!r}: expected 1 or 0 (ignored)", RuntimeWarning, stacklevel=2)
-    return faster_here
+    return bool(faster_here())
 
 
 cdef int _SUPPORTED = synet_cpu_level()
@@ -89,10 +89,11 @@ cdef int _LEVEL = min(_SUPPORTED, _CAP)
 cdef int _AMX = -1   # -1: not asked yet; 0 / 1: Linux's answer
 # deconvolutions off AMX on the vdpbf16ps micro-kernel (the FP32 one sums in the same order: the same bits but
 # for the hardware's subnormal flushing)
-cdef bint _BF16_DOT = _kernel_choice("SYNET_BF16_DOT", _LEVEL >= SYNET_LEVEL_AVX512_BF16, synet_cpu_bf16_dot_fast())
+cdef bint _BF16_DOT = _kernel_choice("SYNET_BF16_DOT", _LEVEL >= SYNET_LEVEL_AVX512_BF16,
+                                     lambda: synet_cpu_bf16_dot_fast())
 # GatherElements' 4- and 8-byte elements by vpgather (exact either way)
 cdef bint _VECTOR_GATHER = _kernel_choice("SYNET_VECTOR_GATHER", _LEVEL >= SYNET_LEVEL_AVX512,
-                                          synet_cpu_vector_gather_fast())
+                                          lambda: synet_cpu_vector_gather_fast())
 
 
 cdef int kernel_level() noexcept nogil:

@@ -53,20 +53,20 @@ int synet_cpu_level(void)
     return SYNET_LEVEL_AMX;
 }
 
-int synet_cpu_bf16_dot_fast(void)
+/* whether CPUID's vendor string is `name` (12 characters) */
+static int vendor_is(const char *name)
 {
     unsigned max, vendor[3];
     __cpuid(0, max, vendor[0], vendor[2], vendor[1]); /* EBX, EDX, ECX: the vendor string */
     (void)max;
-    return memcmp(vendor, "AuthenticAMD", 12) == 0;
+    return memcmp(vendor, name, 12) == 0;
 }
+
+int synet_cpu_bf16_dot_fast(void) { return vendor_is("AuthenticAMD"); }
 
 int synet_cpu_vector_gather_fast(void)
 {
-    unsigned max, vendor[3];
-    __cpuid(0, max, vendor[0], vendor[2], vendor[1]);
-    (void)max;
-    if (memcmp(vendor, "GenuineIntel", 12) != 0)
+    if (!vendor_is("GenuineIntel"))
         return 0;
     char line[64] = "";
     FILE *f = fopen("/sys/devices/system/cpu/vulnerabilities/gather_data_sampling", "r");

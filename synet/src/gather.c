@@ -163,8 +163,8 @@ SYNET_INLINE int scalar32(const void *src, const void *idx, const int idx_size, 
 }
 
 /* dst[k] = src[norm(idx[k]) * inner + k * step] for k < n in blocks of 32 (direct32, scalar32 unless
-   `vector_gather`, or two gathers in flight: G2 6-10% faster than one). ahead[0:ahead_bytes], the next task's source, is prefetched in equal
-   parts per iteration: random reads inside a small slice defeat the hardware prefetcher (G4 1.26x,
+   `vector_gather`, or two gathers in flight: G2 6-10% faster than one). ahead[0:ahead_bytes], the next
+   task's source, is prefetched in equal parts per iteration: random reads inside a small slice defeat the hardware prefetcher (G4 1.26x,
    G2 1.06x faster). idx[n:idx_bytes / idx_size] is more index of the task (prefetched too). Returns the
    out-of-range count. */
 SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const void *idx, synet_size idx_bytes,
@@ -192,12 +192,12 @@ SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const 
             const char *ik = (const char *)idx + k * idx_size;
             char *dk = (char *)dst + k * width;
             const __m512i pos1 = _mm512_add_epi32(pos, advance);
-            if (inner1 && direct32(src, ik, idx_size, dk, width, count)) {
-                pos = _mm512_add_epi32(pos1, advance);
-                continue;
-            }
-            if (!vector_gather) {
+            int done = inner1 && direct32(src, ik, idx_size, dk, width, count);
+            if (!done && !vector_gather) {
                 bad += scalar32(src, ik, idx_size, offsets, dk, width, vcount, inner1 ? 1 : inner, vinner, pos, pos1);
+                done = 1;
+            }
+            if (done) {
                 pos = _mm512_add_epi32(pos1, advance);
                 continue;
             }

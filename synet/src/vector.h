@@ -94,6 +94,12 @@ SYNET_INLINE __m512i synet_bf16_truncate_x16(__m512i bits)
     return _mm512_mask_or_epi32(high, empty, high, _mm512_set1_epi32(0x0040));
 }
 
+/* synet_bf16_pack_x16 by integer operations, for every value */
+SYNET_INLINE __m256i synet_bf16_pack_int_x16(__m512 v)
+{
+    return _mm512_cvtepi32_epi16(synet_bf16_nearest_x16(_mm512_castps_si512(v)));
+}
+
 #if defined(__AVX512BF16__)
 /* Whether vcvtneps2bf16 rounds every lane of v as synet_bf16_nearest does (the levels from avx512_bf16 on):
    it rounds to nearest-even too, but flushes subnormals to zero and keeps a NaN's payload. One vfpclassps;
@@ -107,13 +113,11 @@ SYNET_INLINE int synet_bf16_convert_exact(__m512 v)
 /* 16 floats -> 16 bfloat16 (nearest-even) packed in 256 bits. */
 SYNET_INLINE __m256i synet_bf16_pack_x16(__m512 v)
 {
-    if (synet_bf16_convert_exact(v))
-        return (__m256i)_mm512_cvtneps_pbh(v);
-    return _mm512_cvtepi32_epi16(synet_bf16_nearest_x16(_mm512_castps_si512(v)));
+    return synet_bf16_convert_exact(v) ? (__m256i)_mm512_cvtneps_pbh(v) : synet_bf16_pack_int_x16(v);
 }
 #else
 /* 16 floats -> 16 bfloat16 (nearest-even) packed in 256 bits. */
-SYNET_INLINE __m256i synet_bf16_pack_x16(__m512 v) { return _mm512_cvtepi32_epi16(synet_bf16_nearest_x16(_mm512_castps_si512(v))); }
+SYNET_INLINE __m256i synet_bf16_pack_x16(__m512 v) { return synet_bf16_pack_int_x16(v); }
 #endif
 
 /* the first min(n, 16) lanes */
