@@ -120,7 +120,7 @@ cdef extern from "deconvolution.h" nogil:
         Py_ssize_t pad_front, pad_top, pad_left
         Py_ssize_t padded_d, padded_h, padded_w, pad_low_z, pad_low_y, pad_low_x, cg_padded, pixel_stride
         Py_ssize_t padded_image
-        Py_ssize_t kpairs, block_width, nblocks, nrows, nunits, ntasks, dst_image, pad_rows
+        Py_ssize_t kpairs, block_width, weight_strip, nblocks, nrows, nunits, ntasks, dst_image, pad_rows
         Py_ssize_t row_run
         int stream
         const int64_t* phase_taps
@@ -159,7 +159,7 @@ cdef extern from "deconvolution.h" nogil:
         Py_ssize_t ci_step, co_step, kz_step, ky_step, kx_step
     ctypedef struct synet_deconv_kernels:
         const char* level
-        int micro_bf16, micro_amx
+        int micro_bf16, micro_amx, fp32_strip
         void (*pad_row)(const synet_deconv_plan* p, const void* src, void* image, Py_ssize_t r) noexcept nogil
         void (*task)(const synet_deconv_plan* p, const void* src, void* image, void* dst, Py_ssize_t t,
                      int* rows) noexcept nogil

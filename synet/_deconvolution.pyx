@@ -92,6 +92,8 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
         return SYNET_VALUE_ERROR
     if p.impl == SYNET_DECONV_GEMM and (
             (p.direct and not (p.src_bf16 and p.nhwc and p.micro != SYNET_MICRO_FP32)) or
+            (p.micro == SYNET_MICRO_FP32 and p.weight_strip != K.fp32_strip) or
+            (p.micro != SYNET_MICRO_FP32 and p.weight_strip < p.block_width) or
             (p.micro == SYNET_MICRO_BF16 and not K.micro_bf16) or
             (p.micro == SYNET_MICRO_AMX and (not K.micro_amx or not amx_ready() or p.nunits < 1 or p.amx_runs < 1 or
                                              p.unit_s0 == NULL or p.unit_s1 == NULL or p.unit_ob == NULL or
@@ -209,6 +211,7 @@ cdef _Geometry _new_geometry(planned):
     p.pad_low_z, p.pad_low_y, p.pad_low_x = s["pad_low_z"], s["pad_low_y"], s["pad_low_x"]
     p.cg_padded, p.pixel_stride = s["cg_padded"], s["pixel_stride"]
     p.padded_image, p.kpairs, p.block_width, p.nblocks = s["padded_image"], s["kpairs"], s["block_width"], s["nblocks"]
+    p.weight_strip = s["weight_strip"]
     p.nrows, p.nunits, p.ntasks, p.dst_image = s["nrows"], s["nunits"], s["ntasks"], s["dst_image"]
     p.row_run, p.stream = s["row_run"], s["stream"]
     p.pad_rows, p.nborder_x = s["pad_rows"], s["nborder_x"]
@@ -244,7 +247,7 @@ cdef _Geometry _new_geometry(planned):
 
 
 def _plan(batch, conv, compatibility, dims=None):
-    return planning.plan(batch, conv, compatibility, BF16_DOT, bool(K.micro_amx), amx_available, dims)
+    return planning.plan(batch, conv, compatibility, BF16_DOT, bool(K.micro_amx), K.fp32_strip, amx_available, dims)
 
 
 @cython.final

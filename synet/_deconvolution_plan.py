@@ -235,12 +235,13 @@ def _table(values) -> np.ndarray:
     return np.array(list(values) + [0], np.int64)
 
 
-def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, micro_amx: bool,
+def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, micro_amx: bool, fp32_strip: int,
          amx_permission, dims: int | None = None) -> DeconvolutionPlan:
     """Plan `batch` images of geometry `conv` (ConvParams or ConvParams3d; dims=1 for a 1-D call) for the
     deconvolution kernels of one CPU level: `micro_amx` says whether the level has the AMX micro-kernel,
     `micro_bf16` whether plans off AMX use the vdpbf16ps one (the level has it and this CPU runs it faster
-    than FP32 FMAs); `amx_permission()` asks the OS (called only when the plan would use AMX)."""
+    than FP32 FMAs), `fp32_strip` how many output channels its FP32 micro-kernel sums per call (the strips
+    its weights are packed in); `amx_permission()` asks the OS (called only when the plan would use AMX)."""
     batch = _int(batch, "batch", 1)
     conv = validate(conv)
     compat = as_compatibility(compatibility)
@@ -392,6 +393,7 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
         pad_front=pad_begin[0], pad_top=pad_begin[1], pad_left=pad_begin[2], padded_d=dp, padded_h=hp,
         padded_w=wp, pad_low_z=plz, pad_low_y=ply, pad_low_x=plx, cg_padded=cgp, pixel_stride=cpt,
         padded_image=dp * hp * wp * (geo.src_c if depthwise else cpt), kpairs=kpairs, block_width=width,
+        weight_strip=fp32_strip if micro == MICRO_FP32 else width,
         nblocks=nblocks, nrows=nrows, nunits=len(units), amx_runs=amx_runs, ntasks=ntasks,
         row_run=row_run, stream=stream,
         dst_image=math.prod(dst) * geo.dst_c, pad_rows=pad_rows, nborder_x=len(border_x),
@@ -489,11 +491,16 @@ def unpack_weights(packed: np.ndarray, planned: DeconvolutionPlan) -> np.ndarray
                     off = int(t["weight_offsets"][(gi * phases + phase) * nblocks + ob])
                     valid = min(width, cg_out - ob * width)
                     lanes = (valid + 15) // 16 * 16
-                    block = packed[off:off + ntaps * kpairs * row_units(s["wide_weights"], lanes)]
-                    if s["wide_weights"]:   # float32 rows, even lanes then odd: BF16 bits in their high half
-                        bits = block.reshape(ntaps, kpairs, 2, lanes, 2)[:, :, :, :valid, 1]
-                    else:                   # (even, odd) BF16 pairs
-                        bits = block.reshape(ntaps, kpairs, lanes, 2)[:, :, :valid, :].transpose(0, 1, 3, 2)
+                    strips = []   # [tap, pair, parity, channel] of each strip of weight_strip channels
+                    for n0 in range(0, lanes, s["weight_strip"]):
+                        ws = min(s["weight_strip"], lanes - n0)
+                        strip = packed[off:off + ntaps * kpairs * row_units(s["wide_weights"], ws)]
+                        off += strip.size
+                        if s["wide_weights"]:   # float32 rows, even lanes then odd: BF16 bits in their high half
+                            strips.append(strip.reshape(ntaps, kpairs, 2, ws, 2)[..., 1])
+                        else:                   # (even, odd) BF16 pairs
+                            strips.append(strip.reshape(ntaps, kpairs, ws, 2).transpose(0, 1, 3, 2))
+                    bits = np.concatenate(strips, axis=3)[..., :valid]
                     bits = bits.reshape(ntaps, 2 * kpairs, valid)
                     bits = bits[:, pair_order][:, :cg_in]
                     values = (bits.astype(np.uint32) << 16).view(np.float32)

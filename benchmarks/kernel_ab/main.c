@@ -54,7 +54,7 @@ static void parse(const char *path, synet_deconv_plan *p)
             SCALAR(stride_z) SCALAR(stride_y) SCALAR(stride_x) SCALAR(pad_front) SCALAR(pad_top) SCALAR(pad_left)
             SCALAR(padded_d) SCALAR(padded_h) SCALAR(padded_w) SCALAR(pad_low_z) SCALAR(pad_low_y)
             SCALAR(pad_low_x) SCALAR(cg_padded) SCALAR(pixel_stride) SCALAR(padded_image) SCALAR(kpairs)
-            SCALAR(block_width) SCALAR(nblocks) SCALAR(nrows) SCALAR(nunits) SCALAR(amx_runs) SCALAR(ntasks)
+            SCALAR(block_width) SCALAR(weight_strip) SCALAR(nblocks) SCALAR(nrows) SCALAR(nunits) SCALAR(amx_runs) SCALAR(ntasks)
             SCALAR(row_run) SCALAR(stream) SCALAR(dst_image) SCALAR(pad_rows) SCALAR(nborder_x)
             if (!strcmp(name, "packed_size") && v > packed_size) /* the larger of the two plans' */
                 packed_size = v;

@@ -458,6 +458,29 @@ static void pad_row(const synet_deconv_plan *p, const void *src, void *image, sy
 #define MICRO_SPAN (2 * VW) /* 5 x 2 sums, 2 weights, a broadcast */
 #endif
 
+/* uint16 elements of one packed row of `lanes` output channels: (even, odd) BF16 pairs, or (wide_weights, the
+   FP32 micro-kernel where they fit L2) lanes float32 even weights then lanes odd ones, widened once here
+   rather than on every load */
+static synet_size row_units(const synet_deconv_plan *p, synet_size lanes) { return lanes * (p->wide_weights ? 4 : 2); }
+
+/* channels of the strip from n0 of a block of `lanes` channels (strip_row) */
+static synet_size strip_width(const synet_deconv_plan *p, synet_size lanes, synet_size n0)
+{
+    return SYNET_MIN(p->weight_strip, lanes - n0);
+}
+
+/* The packed row of tap t (of the phase's ntaps), pair k, output channels n0 .. of a block of `lanes`
+   channels, in uint16 elements from the block's start. The block is cut in strips of p->weight_strip
+   channels, each strip's rows [t][k] back to back: for the FP32 micro-kernel, one strip is what one call
+   reads (MICRO_SPAN channels), so its weights are one sequential stream (rows of a whole 64-channel block,
+   512 bytes apart, met in 8 of L1's 64 sets: strips took D5 at avx2 to 0.93-0.98x the time); the others read whole
+   rows (one strip). n0: a multiple of the strip. */
+static synet_size strip_row(const synet_deconv_plan *p, synet_size ntaps, synet_size t, synet_size k, synet_size lanes,
+                            synet_size n0)
+{
+    return row_units(p, n0) * ntaps * p->kpairs + (t * p->kpairs + k) * row_units(p, strip_width(p, lanes, n0));
+}
+
 static void micro_tile(const synet_deconv_plan *p, const void *a, const int64_t *toff, int64_t ntaps,
                        const uint16_t *b, float *out, int M, int nv16, const tile_store *ts)
 {
@@ -477,11 +500,12 @@ static void micro_tile(const synet_deconv_plan *p, const void *a, const int64_t 
             continue;
         }
 #endif
-        /* wide: rows of 2 * channels floats, the odd half `channels` after the even one; else rows of
-           `channels` pairs (a float each) */
-        const int64_t half = p->wide_weights ? channels : 0;
-        fp32_call((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride, (const float *)(const void *)b + c0,
-                  channels + half, half, out + c0, M, span / VW, ts ? &part : NULL);
+        /* this strip's rows: wide, 2 * span floats, the odd half `span` after the even one; else span pairs
+           (a float each) */
+        const int64_t half = p->wide_weights ? span : 0;
+        fp32_call((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride,
+                  (const float *)(const void *)(b + strip_row(p, ntaps, 0, 0, channels, c0)), span + half, half,
+                  out + c0, M, span / VW, ts ? &part : NULL);
     }
 }
 
@@ -903,11 +927,6 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
     return nonfinite != 0;
 }
 
-/* uint16 elements of one packed row of `lanes` output channels: (even, odd) BF16 pairs, or (wide_weights, the
-   FP32 micro-kernel where they fit L2) lanes float32 even weights then lanes odd ones, widened once here
-   rather than on every load */
-static synet_size row_units(const synet_deconv_plan *p, synet_size lanes) { return lanes * (p->wide_weights ? 4 : 2); }
-
 /* a row of (even, odd) BF16 pairs in the first half of its place -> a wide_weights row (row_units) */
 static void widen_row(uint16_t *row, synet_size lanes)
 {
@@ -961,7 +980,7 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
             for (synet_size t = 0; t < p->phase_taps[phase]; ++t)
                 rows[(p->tap_kz[t0 + t] * p->kernel_y + p->tap_ky[t0 + t]) * p->kernel_x + p->tap_kx[t0 + t]] =
                     packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob] +
-                    (t * p->kpairs + k) * row_units(p, lanes);
+                    strip_row(p, p->phase_taps[phase], t, k, lanes, 0); /* one strip (pack_gemm checks) */
         }
         for (synet_size n = 0; n < lanes; n += 16) {
             const synet_size nn = SYNET_MIN((synet_size)16, valid - n);
@@ -993,7 +1012,7 @@ static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, 
     pair_weights(p, w, g, k, &w0, &w1);
 #if SYNET_AVX512
     if ((w0 || w1) && w->kx_step == 1 && w->ky_step == p->kernel_x && w->kz_step == p->kernel_y * p->kernel_x &&
-        w->co_step == p->kernel_z * w->kz_step && w->co_step <= 16 && w->co_step > 1)
+        w->co_step == p->kernel_z * w->kz_step && w->co_step <= 16 && w->co_step > 1 && p->weight_strip >= p->block_width)
         return pack_gemm_transposed(p, w, g, k, w0, w1, packed);
 #endif
     const synet_size phases = p->stride_z * p->stride_y * p->stride_x;
@@ -1004,16 +1023,21 @@ static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, 
             for (synet_size ob = 0; ob < p->nblocks; ++ob) {
                 const synet_size first = ob * p->block_width;
                 const synet_size valid = SYNET_MIN(p->block_width, p->cg_out - first), lanes = (valid + 15) / 16 * 16;
-                uint16_t *row = packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob] +
-                                (t * p->kpairs + k) * row_units(p, lanes);
-                if (!w0 && !w1) { /* a pad pair (AMX pads channels to 32, vdpbf16ps to 4) */
-                    memset(row, 0, (size_t)row_units(p, lanes) * 2);
-                    continue;
+                uint16_t *block = packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob];
+                for (synet_size n0 = 0; n0 < lanes;) { /* strip by strip (strip_row) */
+                    uint16_t *row = block + strip_row(p, p->phase_taps[phase], t, k, lanes, n0);
+                    const synet_size width = strip_width(p, lanes, n0);
+                    if (!w0 && !w1) { /* a pad pair (AMX pads channels to 32, vdpbf16ps to 4) */
+                        memset(row, 0, (size_t)row_units(p, width) * 2);
+                    } else {
+                        const synet_size at = tap + (first + n0) * w->co_step;
+                        nonfinite |= pack_row(w0 ? w0 + at : NULL, w1 ? w1 + at : NULL, w->co_step,
+                                              SYNET_MIN(width, SYNET_MAX(0, valid - n0)), width, row);
+                        if (p->wide_weights)
+                            widen_row(row, width);
+                    }
+                    n0 += width;
                 }
-                const synet_size at = tap + first * w->co_step;
-                nonfinite |= pack_row(w0 ? w0 + at : NULL, w1 ? w1 + at : NULL, w->co_step, valid, lanes, row);
-                if (p->wide_weights)
-                    widen_row(row, lanes);
             }
         }
     }
@@ -1034,5 +1058,5 @@ static int pack(const synet_deconv_plan *p, const synet_deconv_weights *w, synet
 #endif
 
 const synet_deconv_kernels SYNET_LEVEL_NAME(synet_deconv_kernels) = {
-    SYNET_STR(SYNET_LEVEL_SUFFIX), HAVE_BF16, HAVE_AMX, pad_row, task, AMX_RELEASE, border_task, pack,
+    SYNET_STR(SYNET_LEVEL_SUFFIX), HAVE_BF16, HAVE_AMX, MICRO_SPAN, pad_row, task, AMX_RELEASE, border_task, pack,
 };

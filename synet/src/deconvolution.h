@@ -42,6 +42,9 @@ typedef struct synet_deconv_plan {
     synet_size padded_image;
     synet_size kpairs;      /* GEMM: cg_padded / 2 channel pairs; depthwise: taps per channel */
     synet_size block_width; /* output channels per weight block: 64, or 32 with AMX */
+    synet_size weight_strip; /* output channels per strip of a packed weight block (deconvolution.c: strip_row):
+                                the FP32 micro-kernel's channels per call (the table's fp32_strip), else
+                                block_width (whole rows) */
     synet_size nblocks, nrows, nunits, ntasks, dst_image;
     /* GEMM, not AMX: a task's consecutive rows (output order); channels first: whole 64-byte output windows
        stored past the caches (an output far larger than they are) */
@@ -90,6 +93,7 @@ typedef struct synet_deconv_kernels {
     const char *level;
     int micro_bf16; /* has the vdpbf16ps micro-kernel */
     int micro_amx;  /* has the AMX micro-kernel */
+    int fp32_strip; /* output channels the FP32 micro-kernel sums per call: its plans' weight_strip */
     /* pads / converts row r < pad_rows (batch * padded_d * padded_h, * src_c for depthwise channels first) */
     void (*pad_row)(const synet_deconv_plan *p, const void *src, void *image, synet_size r);
     /* output task t < ntasks (image: the padded source, filled by pad_row, or by the task itself for a
