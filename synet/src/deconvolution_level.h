@@ -136,6 +136,51 @@ static int store_fast(const float *src, int64_t sstride, int64_t M, int64_t N, c
 }
 #endif
 
+#if SYNET_AVX2 && !SYNET_AVX512
+/* store_fast below AVX-512, for channels first (nstep != 1) only: FP32 dst, IDENTITY or RELU, pixels
+   every mstep = 1 or 2 elements (the stride-2 x phases); 8 x 8 blocks of src transposed in registers (one
+   channel a register), each channel's run of pixels stored by one masked store, or by two spread to every
+   other element. Returns 0 (nothing done) otherwise. (Channels last, the micro-kernels store whole
+   blocks themselves.) */
+static int store_fast(const float *src, int64_t sstride, int64_t M, int64_t N, const float *bias, void *dst, int bf16,
+                      int act, int64_t off, int64_t mstep, int64_t nstep)
+{
+    if (bf16 || nstep == 1 || (mstep != 1 && mstep != 2) || (act != SYNET_ACT_IDENTITY && act != SYNET_ACT_RELU))
+        return 0;
+    const int relu = act == SYNET_ACT_RELU;
+    const __m256 zero = _mm256_setzero_ps();
+    const __m256i pair_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), pair_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+    const __m256i even = _mm256_setr_epi32(-1, 0, -1, 0, -1, 0, -1, 0);
+    float *d32 = (float *)dst;
+    __m256 col[8];
+    for (int64_t n0 = 0; n0 < N; n0 += 8) {
+        const int64_t nn = N - n0 < 8 ? N - n0 : 8;
+        const __m256i kn = synet_mask8(nn);
+        for (int64_t m = 0; m < M; m += 8) {
+            const int64_t mm = M - m < 8 ? M - m : 8;
+            for (int64_t i = 0; i < 8; ++i)
+                col[i] = i < mm ? _mm256_maskload_ps(src + (m + i) * sstride + n0, kn) : zero;
+            synet_transpose8(col);
+            for (int64_t j = 0; j < nn; ++j) {
+                __m256 v = _mm256_add_ps(col[j], _mm256_set1_ps(bias[n0 + j]));
+                if (relu)
+                    v = _mm256_max_ps(zero, v); /* NaN and -0 stay (the second operand) */
+                float *d = d32 + off + (n0 + j) * nstep + m * mstep;
+                if (mstep == 1) {
+                    _mm256_maskstore_ps(d, synet_mask8(mm), v);
+                } else {
+                    _mm256_maskstore_ps(d, _mm256_and_si256(even, synet_mask8(2 * mm)), _mm256_permutevar8x32_ps(v, pair_lo));
+                    if (mm > 4)
+                        _mm256_maskstore_ps(d + 8, _mm256_and_si256(even, synet_mask8(2 * mm - 8)),
+                                            _mm256_permutevar8x32_ps(v, pair_hi));
+                }
+            }
+        }
+    }
+    return 1;
+}
+#endif
+
 /* dst[off + m*mstep + n*nstep] = act(acc[m*mstride + n] + bias[c0 + n]) for m < M, n < N: output
    channel c0 + n, FP32 or BF16 (nearest-even) dst. The activation runs on runs of <= STORE_RUN values
    of one pixel (nstep == 1) or one channel (nstep != 1). */
@@ -146,7 +191,7 @@ static void deconv_store(const float *acc, synet_size mstride, synet_size M, syn
     float *d32 = (float *)dst;
     uint16_t *d16 = (uint16_t *)dst;
     const float *bias = p->bias + c0;
-#if SYNET_AVX512
+#if SYNET_AVX512 || SYNET_AVX2
     if (store_fast(acc, mstride, M, N, bias, dst, p->dst_bf16, p->act, off, mstep, nstep))
         return;
 #endif

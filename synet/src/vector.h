@@ -189,6 +189,28 @@ SYNET_INLINE __m256i synet_mask8(int64_t n)
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n > 8 ? 8 : n)), lane);
 }
+
+/* r[i][j] -> r[j][i] for an 8x8 block of floats */
+SYNET_INLINE void synet_transpose8(__m256 r[8])
+{
+    __m256 t[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) { /* r[i + q], 128-bit lane L: rows i..i+3 of column 4L + q */
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int q = 0; q < 4; ++q) {
+        t[q] = _mm256_permute2f128_ps(r[q], r[4 + q], 0x20);     /* column q */
+        t[4 + q] = _mm256_permute2f128_ps(r[q], r[4 + q], 0x31); /* column 4 + q */
+    }
+    for (int i = 0; i < 8; ++i)
+        r[i] = t[i];
+}
 #endif
 
 #if !SYNET_AVX512 && !SYNET_AVX2
