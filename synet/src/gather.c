@@ -109,9 +109,15 @@ SYNET_INLINE int all_in_range32(const void *idx, const int idx_size, synet_size 
     return ok == 0xFF;
 }
 
+/* The caller's arrays need not be aligned to their element size (NumPy allows that; dask's frames give such
+   arrays): the portable loops access elements and indices through types of alignment 1. */
 #define SCALAR_LOOP(INDEX, ELEM, AT)                                                                       \
-    _Pragma("GCC unroll 32") for (int j = 0; j < 32; ++j)                                                  \
-        ((ELEM *)dst)[j] = ((const ELEM *)src)[AT];
+    {                                                                                                      \
+        typedef ELEM elem_u __attribute__((aligned(1)));                                                   \
+        typedef INDEX index_u __attribute__((aligned(1), unused));                                           \
+        _Pragma("GCC unroll 32") for (int j = 0; j < 32; ++j)                                              \
+            ((elem_u *)dst)[j] = ((const elem_u *)src)[AT];                                                \
+    }
 
 /* 32 4- or 8-byte elements of a run with inner 1 and step 0 (a flat index or set_index's offsets) whose
    indices are all in range as they are: dst[j] = src[idx[j]] by scalar loads, returning 1 (G2 0.51 -> 0.44 ms,
@@ -123,13 +129,13 @@ SYNET_INLINE int direct32(const void *src, const void *idx, const int idx_size, 
     if (!all_in_range32(idx, idx_size, count))
         return 0;
     if (width == 4 && idx_size == 4)
-        SCALAR_LOOP(int32_t, uint32_t, ((const int32_t *)idx)[j])
+        SCALAR_LOOP(int32_t, uint32_t, ((const index_u *)idx)[j])
     else if (width == 4)
-        SCALAR_LOOP(int64_t, uint32_t, ((const int64_t *)idx)[j])
+        SCALAR_LOOP(int64_t, uint32_t, ((const index_u *)idx)[j])
     else if (idx_size == 4)
-        SCALAR_LOOP(int32_t, uint64_t, ((const int32_t *)idx)[j])
+        SCALAR_LOOP(int32_t, uint64_t, ((const index_u *)idx)[j])
     else
-        SCALAR_LOOP(int64_t, uint64_t, ((const int64_t *)idx)[j])
+        SCALAR_LOOP(int64_t, uint64_t, ((const index_u *)idx)[j])
     return 1;
 }
 
@@ -456,9 +462,11 @@ static synet_size strip_u8(const uint8_t *src, const void *idx, int idx_size, ui
     static synet_size run_##ELEM##_##INDEX(const void *src_, const void *idx_, void *dst_, synet_size n,       \
                                            synet_size count, synet_size inner, synet_size step, int offsets) \
     {                                                                                                          \
-        const ELEM *src = (const ELEM *)src_;                                                                  \
-        const INDEX *idx = (const INDEX *)idx_;                                                                \
-        ELEM *dst = (ELEM *)dst_;                                                                              \
+        typedef ELEM elem_u __attribute__((aligned(1))); /* (see SCALAR_LOOP) */                               \
+        typedef INDEX index_u __attribute__((aligned(1)));                                                     \
+        const elem_u *src = (const elem_u *)src_;                                                              \
+        const index_u *idx = (const index_u *)idx_;                                                            \
+        elem_u *dst = (elem_u *)dst_;                                                                          \
         synet_size bad = 0, k0 = 0;                                                                            \
         for (; k0 + 32 <= n; k0 += 32) {                                                                       \
             const synet_size k1 = k0 + 32;                                                                     \
