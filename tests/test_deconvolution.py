@@ -391,6 +391,29 @@ def test_nchw_stride2_rows_match_nhwc(pad_left, kernel, act, dst):
     assert np.array_equal(outs[0].view(bits), outs[1].view(bits))
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_bf16_input_nan_payloads_kept(stride):
+    """A BF16 input's NaNs enter the channels-last image as they are (NCHW: transposed in registers; NHWC:
+    copied), so both layouts give the same bits, NaNs and their payloads included."""
+    cin, cout, h, w = 20, 24, 5, 13
+    rng = np.random.default_rng(31)
+    x = rng.standard_normal((1, cin, h, w)).astype(np.float32).astype(BF16)
+    bits = x.view(np.uint16)
+    flat = bits.reshape(-1)
+    where = rng.choice(flat.size, 12, replace=False)
+    flat[where] = np.array([0x7F81, 0xFFA0, 0x7FC5, 0xFF81] * 3, np.uint16)
+    wt = rng.standard_normal((cin, cout, 3, 3)).astype(np.float32)
+    outs = []
+    for fmt in ("NCHW", "NHWC"):
+        d = Deconvolution16b(1, ConvParams.deconvolution(cin, h, w, cout, 3, stride, 1, 1, 1, "identity", "bf16",
+                                                         "f32", fmt))
+        d.set_params(wt if fmt == "NCHW" else to_nhwc(wt), np.linspace(-1, 1, cout, dtype=np.float32))
+        y = d.forward(x if fmt == "NCHW" else to_nhwc(x))
+        outs.append(y if fmt == "NCHW" else to_nchw(y))
+    assert np.isnan(outs[0]).any()
+    assert np.array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
+
+
 def test_kernel1_stride1_bf16_direct():
     d, _, _ = run_case("NHWC", 1, 32, 40, 1, (7, 5), (1, 1), (1, 1), (1, 1), 0, True, True,
                        Activation.RELU, True, 11)

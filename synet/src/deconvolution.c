@@ -372,26 +372,84 @@ SYNET_INLINE uint16_t bf16_at(const void *src, int src_bf16, synet_size i)
     return src_bf16 ? ((const uint16_t *)src)[i] : synet_bf16_from_float(((const float *)src)[i]);
 }
 
-/* NCHW -> channels last: d[x * dstride + c] = bf16(s[c * plane + x]), c < channels, x < width */
+#if SYNET_AVX512 || SYNET_AVX2
+/* the level's widest FP32 vector */
+#if SYNET_AVX512
+typedef __m512 vreg;
+typedef __m512i vregi;
+#define transpose_vw synet_transpose16
+#else
+typedef __m256 vreg;
+typedef __m256i vregi;
+#define transpose_vw synet_transpose8
+#endif
+
+/* n <= VW elements of s from i (zero beyond): FP32 values, or BF16 bits widened to their FP32 values */
+SYNET_INLINE vreg load_source(const void *s, int src_bf16, synet_size i, int n)
+{
+#if SYNET_AVX512
+    if (src_bf16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(synet_mask16(n), (const uint16_t *)s + i)), 16));
+    return _mm512_maskz_loadu_ps(synet_mask16(n), (const float *)s + i);
+#else
+    if (src_bf16) {
+        uint16_t h[8] = {0};
+        memcpy(h, (const uint16_t *)s + i, (size_t)n * 2);
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)h)), 16));
+    }
+    return n == 8 ? _mm256_loadu_ps((const float *)s + i) : _mm256_maskload_ps((const float *)s + i, synet_mask8(n));
+#endif
+}
+
+/* the first n <= VW lanes of v to d from i: bf16(v) (nearest-even; v as it is when it came from BF16 bits),
+   as FP32 values (f32) or BF16 bits */
+SYNET_INLINE void store_image(void *d, int f32, int src_bf16, synet_size i, int n, vreg v)
+{
+#if SYNET_AVX512
+    const vregi bits =
+        src_bf16 ? _mm512_srli_epi32(_mm512_castps_si512(v), 16) : synet_bf16_nearest_x16(_mm512_castps_si512(v));
+    if (f32)
+        _mm512_mask_storeu_ps((float *)d + i, synet_mask16(n), _mm512_castsi512_ps(_mm512_slli_epi32(bits, 16)));
+    else
+        _mm256_mask_storeu_epi16((uint16_t *)d + i, synet_mask16(n), _mm512_cvtepi32_epi16(bits));
+#else
+    const vregi bits =
+        src_bf16 ? _mm256_srli_epi32(_mm256_castps_si256(v), 16) : synet_bf16_nearest_x8(_mm256_castps_si256(v));
+    if (f32) {
+        const vreg r = _mm256_castsi256_ps(_mm256_slli_epi32(bits, 16));
+        if (n == 8)
+            _mm256_storeu_ps((float *)d + i, r);
+        else
+            _mm256_maskstore_ps((float *)d + i, synet_mask8(n), r);
+        return;
+    }
+    uint16_t h[8];
+    _mm_storeu_si128((__m128i *)h, _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1)));
+    memcpy((uint16_t *)d + i, h, (size_t)n * 2);
+#endif
+}
+#endif
+
+/* NCHW -> channels last: d[x * dstride + c] = bf16(s[c * plane + x]), c < channels, x < width (VW channels x
+   VW pixels a step, transposed in registers; D7 at avx2, scalar: pad_row 30 % of the time) */
 static void convert_planes(const void *s, int src_bf16, synet_size plane, synet_size channels, synet_size width,
                            void *d, int f32, synet_size dstride)
 {
-#if SYNET_AVX512
-    if (!src_bf16 && !f32) { /* 16 channels x 16 pixels a step, transposed in registers */
-        const float *f = (const float *)s;
-        uint16_t *o = (uint16_t *)d;
-        __m512 r[16];
-        for (synet_size c0 = 0; c0 < channels; c0 += 16)
-            for (synet_size x0 = 0; x0 < width; x0 += 16) {
-                const synet_size nx = width - x0 < 16 ? width - x0 : 16;
-                synet_load_transposed16(f + c0 * plane + x0, plane, channels - c0, synet_mask16(nx), r);
-                for (synet_size j = 0; j < nx; ++j)
-                    _mm256_mask_storeu_epi16(o + (x0 + j) * dstride + c0, synet_mask16(channels - c0),
-                                             synet_bf16_pack_x16(r[j]));
-            }
-        return;
+#if SYNET_AVX512 || SYNET_AVX2
+    vreg r[VW];
+    for (synet_size c0 = 0; c0 < channels; c0 += VW) {
+        const int nc = (int)SYNET_MIN((synet_size)VW, channels - c0);
+        for (synet_size x0 = 0; x0 < width; x0 += VW) {
+            const int nx = (int)SYNET_MIN((synet_size)VW, width - x0);
+            for (int i = 0; i < VW; ++i)
+                r[i] = i < nc ? load_source(s, src_bf16, (c0 + i) * plane + x0, nx) : (vreg){0};
+            transpose_vw(r);
+            for (int j = 0; j < nx; ++j)
+                store_image(d, f32, src_bf16, (x0 + j) * dstride + c0, nc, r[j]);
+        }
     }
-#endif
+#else
     for (synet_size c = 0; c < channels; ++c)
         for (synet_size x = 0; x < width; ++x) {
             const uint16_t h = bf16_at(s, src_bf16, c * plane + x);
@@ -400,6 +458,7 @@ static void convert_planes(const void *s, int src_bf16, synet_size plane, synet_
             else
                 ((uint16_t *)d)[x * dstride + c] = h;
         }
+#endif
 }
 
 /* GEMM: row r of image[n, yp, xp, g, c] = bf16(src[n, g*cg_in + c, yp - pad_low_y, xp - pad_low_x]), zero
@@ -524,7 +583,102 @@ static int micro_rows(int nv16)
 #define PHASE_SUMS (8 * MMAX) /* pixels of the x phases of a column chunk together, at most */
 #define PHASES_MAX 16         /* the most x phases stored together */
 
+#if SYNET_AVX512 || SYNET_AVX2
+
+/* ---- windows of WIN = 16 output columns (store_phases): one channel's 64 bytes of FP32 outputs, or 32
+   of BF16 ones; lanes [q0, q1) of one ---- */
+#define WIN 16
 #if SYNET_AVX512
+typedef __m512 window;
+/* col[c] = channel n0 + c of the window's columns q0 <= q < q1 (the channels of column q at row[q] + n0),
+   c < nn <= 16, zero elsewhere */
+SYNET_INLINE void window_columns(const float *const *row, int q0, int q1, synet_size n0, int nn, window col[WIN])
+{
+    for (int q = 0; q < WIN; ++q)
+        col[q] = q >= q0 && q < q1 ? _mm512_maskz_loadu_ps(synet_mask16(nn), row[q] + n0) : _mm512_setzero_ps();
+    synet_transpose16(col);
+}
+SYNET_INLINE window window_bias(window v, float b) { return _mm512_add_ps(v, _mm512_set1_ps(b)); }
+SYNET_INLINE window window_relu(window v) { return _mm512_max_ps(_mm512_setzero_ps(), v); }
+SYNET_INLINE window window_load(const float *s) { return _mm512_loadu_ps(s); }
+/* lanes < n from s, the others from v */
+SYNET_INLINE window window_merge(window v, const float *s, int n) { return _mm512_mask_loadu_ps(v, synet_mask16(n), s); }
+SYNET_INLINE void window_store(void *dst, synet_size o, int q0, int q1, window v, int bf16)
+{
+    store_act16(dst, o, (__mmask16)(synet_mask16(q1) & ~synet_mask16(q0)), v, 0, bf16);
+}
+SYNET_INLINE void window_stream(float *d, window v) { _mm512_stream_ps(d, v); }
+#else
+typedef struct {
+    __m256 half[2]; /* lanes 0-7, 8-15 */
+} window;
+SYNET_INLINE void window_columns(const float *const *row, int q0, int q1, synet_size n0, int nn, window col[8])
+{
+    const __m256i kn = synet_mask8(nn);
+    for (int h = 0; h < 2; ++h) { /* columns 8h .. 8h + 7 */
+        __m256 t[8];
+        for (int q = 0; q < 8; ++q)
+            t[q] = 8 * h + q >= q0 && 8 * h + q < q1 ? _mm256_maskload_ps(row[8 * h + q] + n0, kn) : _mm256_setzero_ps();
+        synet_transpose8(t);
+        for (int c = 0; c < 8; ++c)
+            col[c].half[h] = t[c];
+    }
+}
+SYNET_INLINE window window_bias(window v, float b)
+{
+    const __m256 vb = _mm256_set1_ps(b);
+    return (window){{_mm256_add_ps(v.half[0], vb), _mm256_add_ps(v.half[1], vb)}};
+}
+SYNET_INLINE window window_relu(window v)
+{
+    const __m256 zero = _mm256_setzero_ps();
+    return (window){{_mm256_max_ps(zero, v.half[0]), _mm256_max_ps(zero, v.half[1])}};
+}
+SYNET_INLINE window window_load(const float *s) { return (window){{_mm256_loadu_ps(s), _mm256_loadu_ps(s + 8)}}; }
+SYNET_INLINE window window_merge(window v, const float *s, int n)
+{
+    for (int h = 0; h < 2; ++h) {
+        const __m256i k = synet_mask8(n - 8 * h);
+        v.half[h] = _mm256_blendv_ps(v.half[h], _mm256_maskload_ps(s + 8 * h, k), _mm256_castsi256_ps(k));
+    }
+    return v;
+}
+/* lanes [q0, q1) of 8 of one half: whole by one store; part by a masked store (FP32; slow on AMD, so only
+   at a row's ends) or lane by lane (BF16: AVX2 has no 16-bit masked store) */
+SYNET_INLINE void half_store(void *dst, synet_size o, int q0, int q1, __m256 v, int bf16)
+{
+    if (q0 >= q1)
+        return;
+    if (!bf16) {
+        if (q0 == 0 && q1 == 8)
+            _mm256_storeu_ps((float *)dst + o, v);
+        else
+            _mm256_maskstore_ps((float *)dst + o, _mm256_andnot_si256(synet_mask8(q0), synet_mask8(q1)), v);
+        return;
+    }
+    const __m256i h = synet_bf16_nearest_x8(_mm256_castps_si256(v));
+    const __m128i h8 = _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    uint16_t *d16 = (uint16_t *)dst + o;
+    if (q0 == 0 && q1 == 8) {
+        _mm_storeu_si128((__m128i *)d16, h8);
+        return;
+    }
+    uint16_t lanes[8];
+    _mm_storeu_si128((__m128i *)lanes, h8);
+    for (int q = q0; q < q1; ++q)
+        d16[q] = lanes[q];
+}
+SYNET_INLINE void window_store(void *dst, synet_size o, int q0, int q1, window v, int bf16)
+{
+    half_store(dst, o, q0, SYNET_MIN(q1, 8), v.half[0], bf16);
+    half_store(dst, o + 8, SYNET_MAX(q0 - 8, 0), q1 - 8, v.half[1], bf16);
+}
+SYNET_INLINE void window_stream(float *d, window v)
+{
+    _mm256_stream_ps(d, v.half[0]);
+    _mm256_stream_ps(d + 8, v.half[1]);
+}
+#endif
 
 /* Pixels of one x phase in a column chunk when the phases are stored together (store_phases). */
 static synet_size phase_chunk(const synet_deconv_plan *p, int mmax)
@@ -533,18 +687,17 @@ static synet_size phase_chunk(const synet_deconv_plan *p, int mmax)
 }
 
 /* The last, part-filled window of store_phases, held back per channel until the next row of the task
-   fills it (a channels-first output row runs on into the next one): lanes [0, count) of the 16-output
+   fills it (a channels-first output row runs on into the next one): lanes [0, count) of the WIN-output
    window at dst offset `at` (channel oc0; channel c at at + c * cstep), bias and activation applied. */
 typedef struct window_carry {
-    float v[BLOCK * 16];
+    float v[BLOCK * WIN];
     synet_size at, count;
 } window_carry;
 
 static void flush_carry(const synet_deconv_plan *p, window_carry *carry, void *dst, synet_size nvalid)
 {
     for (synet_size c = 0; carry->count && c < nvalid; ++c)
-        store_act16(dst, carry->at + c * channel_step(p), synet_mask16((int)carry->count),
-                    _mm512_loadu_ps(carry->v + c * 16), 0, p->dst_bf16);
+        window_store(dst, carry->at + c * channel_step(p), 0, (int)carry->count, window_load(carry->v + c * WIN), p->dst_bf16);
     carry->count = 0;
 }
 
@@ -554,12 +707,15 @@ static void flush_carry(const synet_deconv_plan *p, window_carry *carry, void *d
    phases of a column chunk are kept ([pixel][channel] rows, phase rx's pixel c0 + q in row q of
    sums + rx * chunk * BLOCK) and stored together: 16 consecutive output columns at a time, their 16 rows
    (from the phases in turn) transposed in registers, so that each channel's columns go out in one
-   contiguous store, with bias and activation as deconv_store adds them (stride 2: D1 0.67 -> 0.57 ms, D7
-   4.3 -> 3.6 ms). The windows of 16 columns start on a store boundary of channel oc0's row (NumPy's
-   buffers start 16 bytes into a cache line, and stores across two lines cost D7 1.2x); a row's last,
-   part-filled window waits in `carry` for the next row (or chunk) of the task when that continues it in
-   dst, and is stored on its own otherwise. With p->stream, whole 64-byte windows bypass the caches (an
-   output far larger than they are: D7 3.7 -> 2.6 ms); the task ends with an sfence. The pixels of a
+   contiguous store, with bias and activation as deconv_store adds them (stride 2, AVX-512: D1 0.67 -> 0.57
+   ms, D7 4.3 -> 3.6 ms; at avx2, where this replaced deconv_store's masked stores to every other element,
+   slow on AMD: D7 0.61x the time, D1 0.93-0.95x). At avx2 a window is two 8 x 8 transposes. The windows of
+   16 columns start on a store boundary of channel oc0's row (NumPy's buffers start 16 bytes into a cache
+   line, and stores across two lines cost D7 1.2x); a row's last, part-filled window waits in `carry` for
+   the next row (or chunk) of the task when that continues it in dst, and is stored on its own otherwise.
+   With p->stream, whole 64-byte windows bypass the caches (an output far larger than they are: D7 3.7 ->
+   2.6 ms; at avx2, D7 streamed takes 0.83x the time of plain stores, but 1.15x when windows of 8 columns
+   streamed half lines); the task ends with an sfence. The pixels of a
    phase outside the columns all phases cover go through deconv_store. ni[rx]: the phase's pixels end
    (exclusive); base: dst offset of channel oc0, x 0. */
 static void store_phases(const synet_deconv_plan *p, float *sums, synet_size chunk, synet_size c0,
@@ -598,19 +754,18 @@ static void store_phases(const synet_deconv_plan *p, float *sums, synet_size chu
     }
     if (hi <= lo)
         return;
-    const __m512 zero = _mm512_setzero_ps();
     const int relu = p->act == SYNET_ACT_RELU;
     const float *bias = p->bias + oc0;
     const synet_size e = p->dst_bf16 ? 2 : 4;
     /* lanes before lo in the first window: the carry's, when it continues into this row */
-    const synet_size mis = (((uintptr_t)dst + (base + lo) * e) & (16 * e - 1)) / e;
+    const synet_size mis = (((uintptr_t)dst + (base + lo) * e) & (WIN * e - 1)) / e;
     if (carry->count && (carry->at + carry->count != base + lo || carry->count != mis))
         flush_carry(p, carry, dst, nvalid);
-    for (synet_size x0 = lo - mis; x0 < hi; x0 += 16) {
-        const synet_size q0 = x0 < lo ? lo - x0 : 0, q1 = SYNET_MIN((synet_size)16, hi - x0);
-        const int carried = x0 < lo && carry->count, held = q1 < 16 && (q0 == 0 || carried);
-        const __mmask16 kx = (__mmask16)(synet_mask16((int)q1) & ~synet_mask16(carried ? 0 : (int)q0));
-        const float *row[16];
+    for (synet_size x0 = lo - mis; x0 < hi; x0 += WIN) {
+        const synet_size q0 = x0 < lo ? lo - x0 : 0, q1 = SYNET_MIN((synet_size)WIN, hi - x0);
+        const int carried = x0 < lo && carry->count, held = q1 < WIN && (q0 == 0 || carried);
+        const int from = carried ? 0 : (int)q0; /* the lanes stored: [from, q1) */
+        const float *row[WIN];
         /* column x: x + pad_left = sx * quot + rx, phase rx, its pixel quot - col_first[rx] - c0 of the chunk
            (counted on from the window's first column: a division per column cost D7 8 %) */
         synet_size quot = (x0 + q0 + p->pad_left) / sx, rx = (x0 + q0 + p->pad_left) % sx;
@@ -621,25 +776,23 @@ static void store_phases(const synet_deconv_plan *p, float *sums, synet_size chu
                 ++quot;
             }
         }
-        for (synet_size n0 = 0; n0 < nvalid; n0 += 16) {
-            const int nn = (int)SYNET_MIN((synet_size)16, nvalid - n0);
-            __m512 col[16];
-            for (synet_size q = 0; q < 16; ++q)
-                col[q] = q >= q0 && q < q1 ? _mm512_maskz_loadu_ps(synet_mask16(nn), row[q] + n0) : zero;
-            synet_transpose16(col);
+        for (synet_size n0 = 0; n0 < nvalid; n0 += VW) {
+            const int nn = (int)SYNET_MIN((synet_size)VW, nvalid - n0);
+            window col[VW];
+            window_columns(row, (int)q0, (int)q1, n0, nn, col);
             for (int c = 0; c < nn; ++c) {
-                __m512 v = _mm512_add_ps(col[c], _mm512_set1_ps(bias[n0 + c]));
+                window v = window_bias(col[c], bias[n0 + c]);
                 if (relu)
-                    v = _mm512_max_ps(zero, v); /* NaN stays NaN (the second operand) */
+                    v = window_relu(v); /* NaN stays NaN (the second operand) */
                 if (carried)
-                    v = _mm512_mask_loadu_ps(v, synet_mask16((int)q0), carry->v + (n0 + c) * 16);
+                    v = window_merge(v, carry->v + (n0 + c) * WIN, (int)q0);
                 const synet_size o = base + (n0 + c) * cstep + x0;
                 if (held)
-                    _mm512_storeu_ps(carry->v + (n0 + c) * 16, v);
-                else if (p->stream && kx == 0xFFFF && !p->dst_bf16 && !((uintptr_t)((float *)dst + o) & 63))
-                    _mm512_stream_ps((float *)dst + o, v);
+                    window_store(carry->v + (n0 + c) * WIN, 0, 0, WIN, v, 0);
+                else if (p->stream && from == 0 && q1 == WIN && !p->dst_bf16 && !((uintptr_t)((float *)dst + o) & 63))
+                    window_stream((float *)dst + o, v);
                 else
-                    store_act16(dst, o, kx, v, 0, p->dst_bf16);
+                    window_store(dst, o, from, (int)q1, v, p->dst_bf16);
             }
         }
         if (carried)
@@ -657,7 +810,7 @@ static void store_phases(const synet_deconv_plan *p, float *sums, synet_size chu
 static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, synet_size task)
 {
     float tile[MMAX * BLOCK];
-#if SYNET_AVX512
+#if SYNET_AVX512 || SYNET_AVX2
     float sums[PHASE_SUMS * BLOCK];
     const int paired = !p->nhwc && p->stride_x >= 2 && p->stride_x <= PHASES_MAX &&
                        (p->act == SYNET_ACT_IDENTITY || p->act == SYNET_ACT_RELU);
@@ -684,12 +837,12 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
     synet_size columns = 0;
     for (synet_size rx = 0; rx < p->stride_x; ++rx)
         columns = SYNET_MAX(columns, p->col_count[rx]);
-#if SYNET_AVX512
+#if SYNET_AVX512 || SYNET_AVX2
     const synet_size chunk = paired ? phase_chunk(p, mmax) : (synet_size)(4 * mmax);
 #else
     const synet_size chunk = 4 * mmax;
 #endif
-#if SYNET_AVX512
+#if SYNET_AVX512 || SYNET_AVX2
     window_carry carry;
     carry.count = 0;
 #endif
@@ -716,7 +869,7 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
                          (i0 + i + p->pad_low_x)) *
                             p->pixel_stride +
                         g * p->cg_padded;
-#if SYNET_AVX512
+#if SYNET_AVX512 || SYNET_AVX2
                     float *out = paired ? sums + (rx * chunk + i - c0) * BLOCK : tile;
 #else
                     float *out = tile;
@@ -734,7 +887,7 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
                     i += M;
                 }
             }
-#if SYNET_AVX512
+#if SYNET_AVX512 || SYNET_AVX2
             if (paired)
                 store_phases(p, sums, chunk, c0, ends, dst,
                              n * p->dst_image + oc0 * channel_step(p) + (oz * p->dst_h + oy) * p->dst_w, oc0, nvalid,
@@ -744,7 +897,7 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
 #endif
         }
     }
-#if SYNET_AVX512
+#if SYNET_AVX512 || SYNET_AVX2
     if (paired) {
         flush_carry(p, &carry, dst, nvalid);
         if (p->stream)
