@@ -137,15 +137,43 @@ static int store_fast(const float *src, int64_t sstride, int64_t M, int64_t N, c
 #endif
 
 #if SYNET_AVX2 && !SYNET_AVX512
-/* store_fast below AVX-512, for channels first (nstep != 1) only: FP32 dst, IDENTITY or RELU, pixels
-   every mstep = 1 or 2 elements (the stride-2 x phases); 8 x 8 blocks of src transposed in registers (one
-   channel a register), each channel's run of pixels stored by one masked store, or by two spread to every
-   other element. Returns 0 (nothing done) otherwise. (Channels last, the micro-kernels store whole
-   blocks themselves.) */
+/* dst[o + i] = act(s[i] + b[i * bstep]) for i < n, act IDENTITY or RELU (relu), FP32 or BF16 dst: bstep 1, a
+   pixel's row of channels; 0, one channel's run of pixels */
+static void store_run(const float *s, const float *b, int bstep, int64_t n, void *dst, int64_t o, int relu, int bf16)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_add_ps(_mm256_loadu_ps(s + i), bstep ? _mm256_loadu_ps(b + i) : _mm256_set1_ps(b[0]));
+        if (relu)
+            v = _mm256_max_ps(_mm256_setzero_ps(), v); /* NaN and -0 stay (the second operand) */
+        store_vf(dst, o + i, v, bf16);
+    }
+    for (; i < n; ++i) {
+        const float v = s[i] + b[i * bstep];
+        store_f(dst, o + i, relu ? synet_act_relu(v) : v, bf16);
+    }
+}
+
+/* store_fast below AVX-512, IDENTITY or RELU: contiguous runs (a pixel's channels, nstep 1; one channel's
+   pixels, N 1 and mstep 1) by whole vectors, FP32 or BF16; FP32 channels first with pixels every mstep = 1
+   or 2 elements (the stride-2 x phases) by 8 x 8 blocks of src transposed in registers (one channel a
+   register), each channel's run of pixels stored by one masked store, or by two spread to every other
+   element. Returns 0 (nothing done) otherwise. */
 static int store_fast(const float *src, int64_t sstride, int64_t M, int64_t N, const float *bias, void *dst, int bf16,
                       int act, int64_t off, int64_t mstep, int64_t nstep)
 {
-    if (bf16 || nstep == 1 || (mstep != 1 && mstep != 2) || (act != SYNET_ACT_IDENTITY && act != SYNET_ACT_RELU))
+    if (act != SYNET_ACT_IDENTITY && act != SYNET_ACT_RELU)
+        return 0;
+    if (nstep == 1) {
+        for (int64_t m = 0; m < M; ++m)
+            store_run(src + m * sstride, bias, 1, N, dst, off + m * mstep, act == SYNET_ACT_RELU, bf16);
+        return 1;
+    }
+    if (N == 1 && sstride == 1 && mstep == 1) {
+        store_run(src, bias, 0, M, dst, off, act == SYNET_ACT_RELU, bf16);
+        return 1;
+    }
+    if (bf16 || (mstep != 1 && mstep != 2))
         return 0;
     const int relu = act == SYNET_ACT_RELU;
     const __m256 zero = _mm256_setzero_ps();
