@@ -121,7 +121,7 @@ SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, 
             for (int v = 0; v < NV; ++v) {
                 vfloat x = total[m][v] + bias[v];
                 if (relu)
-                    x = (vfloat)((vbits)x & ~(vbits)(x < (vfloat){}));
+                    x = relu_vf(x);
                 *(vfloat_u *)(void *)(d32 + m * mstep + VW * v) = x;
             }
         return;
@@ -424,9 +424,10 @@ SYNET_INLINE void store_image(void *d, int f32, int src_bf16, synet_size i, int 
             _mm256_maskstore_ps((float *)d + i, synet_mask8(n), r);
         return;
     }
-    uint16_t h[8];
-    _mm_storeu_si128((__m128i *)h, _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1)));
-    memcpy((uint16_t *)d + i, h, (size_t)n * 2);
+    uint32_t h[8]; /* BF16 bits in the low halves: the image of the levels with BF16 micro-kernels only */
+    _mm256_storeu_si256((__m256i *)h, bits);
+    for (int k = 0; k < n; ++k)
+        ((uint16_t *)d)[i + k] = (uint16_t)h[k];
 #endif
 }
 #endif
@@ -647,26 +648,17 @@ SYNET_INLINE window window_merge(window v, const float *s, int n)
    at a row's ends) or lane by lane (BF16: AVX2 has no 16-bit masked store) */
 SYNET_INLINE void half_store(void *dst, synet_size o, int q0, int q1, __m256 v, int bf16)
 {
-    if (q0 >= q1)
-        return;
-    if (!bf16) {
-        if (q0 == 0 && q1 == 8)
-            _mm256_storeu_ps((float *)dst + o, v);
-        else
-            _mm256_maskstore_ps((float *)dst + o, _mm256_andnot_si256(synet_mask8(q0), synet_mask8(q1)), v);
-        return;
-    }
-    const __m256i h = synet_bf16_nearest_x8(_mm256_castps_si256(v));
-    const __m128i h8 = _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-    uint16_t *d16 = (uint16_t *)dst + o;
     if (q0 == 0 && q1 == 8) {
-        _mm_storeu_si128((__m128i *)d16, h8);
-        return;
+        store_vf(dst, o, v, bf16);
+    } else if (!bf16) {
+        if (q0 < q1)
+            _mm256_maskstore_ps((float *)dst + o, _mm256_andnot_si256(synet_mask8(q0), synet_mask8(q1)), v);
+    } else {
+        float lanes[8];
+        _mm256_storeu_ps(lanes, v);
+        for (int q = q0; q < q1; ++q)
+            store_f(dst, o + q, lanes[q], 1);
     }
-    uint16_t lanes[8];
-    _mm_storeu_si128((__m128i *)lanes, h8);
-    for (int q = q0; q < q1; ++q)
-        d16[q] = lanes[q];
 }
 SYNET_INLINE void window_store(void *dst, synet_size o, int q0, int q1, window v, int bf16)
 {

@@ -110,29 +110,6 @@ static int finish_mode(const synet_deconv_plan *p)
     return p->act == SYNET_ACT_IDENTITY ? 1 : (p->act == SYNET_ACT_RELU ? 2 : 0);
 }
 
-/* synet_act_relu on lanes: x < 0 ? 0 : x (NaN and -0 kept, as the epilogue's max(0, x) keeps them) */
-SYNET_INLINE vfloat relu_vf(vfloat x)
-{
-    const vfloat zero = {};
-    return (vfloat)((vbits)x & ~(vbits)(x < zero));
-}
-
-/* the epilogue's operations on a vector of sums (finish_mode; 0: none) */
-SYNET_INLINE vfloat finish(vfloat x, vfloat bias, const int mode)
-{
-    if (mode)
-        x = x + bias;
-    return mode == 2 ? relu_vf(x) : x;
-}
-
-/* the same on one sum */
-SYNET_INLINE float finish1(float x, float bias, const int mode)
-{
-    if (mode)
-        x = x + bias;
-    return mode == 2 ? synet_act_relu(x) : x;
-}
-
 /* The sums of a pair's two phases, NT taps each, where phase b's odd taps read what phase a's even ones
    before them read (sb[t] == sa[t - 1]: stride 2 and kernel 4 with odd padding, the taps of a row one
    column apart): those vectors are loaded once (D4 8 -> 6 loads a step) */

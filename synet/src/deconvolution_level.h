@@ -20,6 +20,30 @@ SYNET_INLINE synet_size tap_step(const synet_deconv_plan *p, const synet_deconv_
 
 #define STORE_RUN 64 /* epilogue: values activated together */
 
+/* synet_act_relu on lanes: x < 0 ? 0 : x (NaN and -0 kept, as the epilogue's max(0, x) keeps them) */
+SYNET_INLINE vfloat relu_vf(vfloat x)
+{
+    const vfloat zero = {};
+    return (vfloat)((vbits)x & ~(vbits)(x < zero));
+}
+
+/* the epilogue's operations on a vector of sums, IDENTITY (mode 1) or RELU (2) stored as they are finished
+   (the depthwise kernels' finish_mode, store_run; 0: none) */
+SYNET_INLINE vfloat finish(vfloat x, vfloat bias, const int mode)
+{
+    if (mode)
+        x = x + bias;
+    return mode == 2 ? relu_vf(x) : x;
+}
+
+/* the same on one sum */
+SYNET_INLINE float finish1(float x, float bias, const int mode)
+{
+    if (mode)
+        x = x + bias;
+    return mode == 2 ? synet_act_relu(x) : x;
+}
+
 /* ---- the epilogue: bias, activation, FP32 or BF16 store ---- */
 
 #if SYNET_AVX512
@@ -137,21 +161,15 @@ static int store_fast(const float *src, int64_t sstride, int64_t M, int64_t N, c
 #endif
 
 #if SYNET_AVX2 && !SYNET_AVX512
-/* dst[o + i] = act(s[i] + b[i * bstep]) for i < n, act IDENTITY or RELU (relu), FP32 or BF16 dst: bstep 1, a
-   pixel's row of channels; 0, one channel's run of pixels */
-static void store_run(const float *s, const float *b, int bstep, int64_t n, void *dst, int64_t o, int relu, int bf16)
+/* dst[o + i] = finish(s[i], b[i * bstep], mode) for i < n, FP32 or BF16 dst: bstep 1, a pixel's row of
+   channels; 0, one channel's run of pixels */
+SYNET_INLINE void store_run(const float *s, const float *b, int bstep, int64_t n, void *dst, int64_t o, int mode, int bf16)
 {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_add_ps(_mm256_loadu_ps(s + i), bstep ? _mm256_loadu_ps(b + i) : _mm256_set1_ps(b[0]));
-        if (relu)
-            v = _mm256_max_ps(_mm256_setzero_ps(), v); /* NaN and -0 stay (the second operand) */
-        store_vf(dst, o + i, v, bf16);
-    }
-    for (; i < n; ++i) {
-        const float v = s[i] + b[i * bstep];
-        store_f(dst, o + i, relu ? synet_act_relu(v) : v, bf16);
-    }
+    for (; i + VW <= n; i += VW)
+        store_vf(dst, o + i, finish(load_vf(s + i), bstep ? load_vf(b + i) : splat(b[0]), mode), bf16);
+    for (; i < n; ++i)
+        store_f(dst, o + i, finish1(s[i], b[i * bstep], mode), bf16);
 }
 
 /* store_fast below AVX-512, IDENTITY or RELU: contiguous runs (a pixel's channels, nstep 1; one channel's
@@ -164,18 +182,18 @@ static int store_fast(const float *src, int64_t sstride, int64_t M, int64_t N, c
 {
     if (act != SYNET_ACT_IDENTITY && act != SYNET_ACT_RELU)
         return 0;
+    const int relu = act == SYNET_ACT_RELU;
     if (nstep == 1) {
         for (int64_t m = 0; m < M; ++m)
-            store_run(src + m * sstride, bias, 1, N, dst, off + m * mstep, act == SYNET_ACT_RELU, bf16);
+            store_run(src + m * sstride, bias, 1, N, dst, off + m * mstep, 1 + relu, bf16);
         return 1;
     }
     if (N == 1 && sstride == 1 && mstep == 1) {
-        store_run(src, bias, 0, M, dst, off, act == SYNET_ACT_RELU, bf16);
+        store_run(src, bias, 0, M, dst, off, 1 + relu, bf16);
         return 1;
     }
     if (bf16 || (mstep != 1 && mstep != 2))
         return 0;
-    const int relu = act == SYNET_ACT_RELU;
     const __m256 zero = _mm256_setzero_ps();
     const __m256i pair_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), pair_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
     const __m256i even = _mm256_setr_epi32(-1, 0, -1, 0, -1, 0, -1, 0);
