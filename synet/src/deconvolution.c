@@ -44,8 +44,9 @@
 
 /* Where a micro-tile's sums can go straight to dst instead of to the tile buffer (channels last, whole
    channel blocks, IDENTITY or RELU): element off + m * mstep + n for pixel m and channel n, plus bias[n],
-   FP32 or (bf16) BF16. Storing from the accumulators saves deconv_store's second pass through the tile,
-   whose loads and stores the output's misses held up (D2 0.117 -> 0.088 ms). */
+   FP32 or (bf16) BF16; a micro-kernel call of the channels from c stores channel n to off + c + n (bias[c + n]).
+   Storing from the accumulators saves deconv_store's second pass through the tile, whose loads and stores the
+   output's misses held up (D2 0.117 -> 0.088 ms). */
 typedef struct {
     void *dst;
     int64_t off, mstep;
@@ -93,7 +94,7 @@ SYNET_INLINE void fp32_chain(const float *at, int64_t ps, const float *b, int64_
    summed, so that one parity's sums fill the registers. */
 SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
                             const float *b, int64_t bstride, int64_t half, float *out, const int wide, const int M,
-                            const int NV, const tile_store *ts)
+                            const int NV, const tile_store *ts, int64_t c)
 {
     vfloat total[MMAX][4], even[MMAX][4], odd[MMAX][4];
     for (int m = 0; m < M; ++m)
@@ -113,10 +114,10 @@ SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, 
                  before the first store, as in bf16_tile */
         const int64_t mstep = ts->mstep;
         const int relu = ts->relu;
-        float *d32 = (float *)ts->dst + ts->off;
+        float *d32 = (float *)ts->dst + ts->off + c;
         vfloat bias[4];
         for (int v = 0; v < NV; ++v)
-            bias[v] = *(const vfloat_u *)(const void *)(ts->bias + VW * v);
+            bias[v] = *(const vfloat_u *)(const void *)(ts->bias + c + VW * v);
         for (int m = 0; m < M; ++m)
             for (int v = 0; v < NV; ++v) {
                 vfloat x = total[m][v] + bias[v];
@@ -131,12 +132,12 @@ SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, 
             *(vfloat_u *)(void *)(out + m * BLOCK + VW * v) = total[m][v];
 }
 
-#define FP32_CASE(MM, NN)                                                                \
-    case (MM) * 8 + (NN):                                                                \
-        if (half)                                                                        \
-            fp32_tile(a, toff, ntaps, kpairs, ps, b, bstride, half, out, 1, MM, NN, ts); \
-        else                                                                             \
-            fp32_tile(a, toff, ntaps, kpairs, ps, b, bstride, 0, out, 0, MM, NN, ts);    \
+#define FP32_CASE(MM, NN)                                                                   \
+    case (MM) * 8 + (NN):                                                                   \
+        if (half)                                                                           \
+            fp32_tile(a, toff, ntaps, kpairs, ps, b, bstride, half, out, 1, MM, NN, ts, c); \
+        else                                                                                \
+            fp32_tile(a, toff, ntaps, kpairs, ps, b, bstride, 0, out, 0, MM, NN, ts, c);    \
         return;
 #define FP32_CASES_M5(NN) FP32_CASE(1, NN) FP32_CASE(2, NN) FP32_CASE(3, NN) FP32_CASE(4, NN) FP32_CASE(5, NN)
 #define FP32_CASES_M6(NN) FP32_CASES_M5(NN) FP32_CASE(6, NN)
@@ -145,7 +146,8 @@ SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, 
 
 /* fp32_tile of M x NV vectors; half > 0: wide weights (odd ones `half` floats after the even ones), 0: pairs */
 static void fp32_call(const float *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
-                      const float *b, int64_t bstride, int64_t half, float *out, int M, int NV, const tile_store *ts)
+                      const float *b, int64_t bstride, int64_t half, float *out, int M, int NV, const tile_store *ts,
+                      int64_t c)
 {
     switch (M * 8 + NV) {
 #if VW == 16
@@ -165,39 +167,53 @@ static void fp32_call(const float *a, const int64_t *toff, int64_t ntaps, int64_
 /* ---- the vdpbf16ps micro-kernel ---- */
 
 #if HAVE_BF16
-/* As fp32_chain, with vdpbf16ps, which adds the products of a pair's high then low halves to one sum: each
-   step takes two channels of one parity, c and c + 2 (c = 4j + parity), as the broadcast pair (high c,
-   low c + 2). `x` holds the block's channels of the M pixels (32 a pixel) in that order: 4j .. 4j + 3 as
-   4j + 2, 4j, 4j + 3, 4j + 1 (bf16_tile), and pack_gemm packs the weights' pairs likewise (pair_weights):
-   row 2j holds (4j + 2, 4j), row 2j + 1 (4j + 3, 4j + 1). */
-SYNET_INLINE void bf16_chain(const uint16_t *x, const uint16_t *b, int64_t bstride, int64_t pairs, const int parity,
-                             const int M, const int NV, __m512 sum[MMAX][4])
+/* One block of `pairs` channel pairs (even) of M pixels x NV vectors of channels, with vdpbf16ps, which adds
+   the products of a pair's high then low halves to one sum: both parities' sums from zero, in channel order,
+   side by side (even: channels c = 4j, c + 2; odd: 4j + 1, 4j + 3, each step one of each), then
+   total += even + odd. A step's pair of one parity is broadcast as (high c, low c + 2): `x` holds the block's
+   channels of the M pixels (32 a pixel) with 4j .. 4j + 3 as 4j + 2, 4j, 4j + 3, 4j + 1 (bf16_tile), and
+   pack_gemm packs the weights' pairs likewise (pair_weights): row 2j holds (4j + 2, 4j), row 2j + 1
+   (4j + 3, 4j + 1). */
+SYNET_INLINE void bf16_block(const uint16_t *x, const uint16_t *b, int64_t bstride, int64_t pairs, const int M,
+                             const int NV, __m512 total[MMAX][2])
 {
+    __m512 even[MMAX][2], odd[MMAX][2];
     for (int m = 0; m < M; ++m)
         for (int v = 0; v < NV; ++v)
-            sum[m][v] = _mm512_setzero_ps();
-#pragma GCC unroll 4
-    for (int64_t k = parity; k < pairs; k += 2) {
+            even[m][v] = odd[m][v] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+    for (int64_t k = 0; k < pairs; k += 2) {
         const uint16_t *row = b + k * bstride;
-        __m512bh w[4];
-        for (int v = 0; v < NV; ++v)
-            w[v] = (__m512bh)_mm512_loadu_si512((const void *)(row + 32 * v));
+        __m512bh we[2], wo[2];
+        for (int v = 0; v < NV; ++v) {
+            we[v] = (__m512bh)_mm512_loadu_si512((const void *)(row + 32 * v));
+            wo[v] = (__m512bh)_mm512_loadu_si512((const void *)(row + bstride + 32 * v));
+        }
         for (int m = 0; m < M; ++m) {
-            int32_t pair;
-            memcpy(&pair, x + m * 32 + 2 * k, 4);
-            const __m512bh xv = (__m512bh)_mm512_set1_epi32(pair);
-            for (int v = 0; v < NV; ++v)
-                sum[m][v] = _mm512_dpbf16_ps(sum[m][v], xv, w[v]);
+            int32_t pe, po;
+            memcpy(&pe, x + m * 32 + 2 * k, 4);
+            memcpy(&po, x + m * 32 + 2 * k + 2, 4);
+            const __m512bh xe = (__m512bh)_mm512_set1_epi32(pe), xo = (__m512bh)_mm512_set1_epi32(po);
+            for (int v = 0; v < NV; ++v) {
+                even[m][v] = _mm512_dpbf16_ps(even[m][v], xe, we[v]);
+                odd[m][v] = _mm512_dpbf16_ps(odd[m][v], xo, wo[v]);
+            }
         }
     }
+    for (int m = 0; m < M; ++m)
+        for (int v = 0; v < NV; ++v)
+            total[m][v] = _mm512_add_ps(total[m][v], _mm512_add_ps(even[m][v], odd[m][v]));
 }
 
-/* fp32_tile with bf16_chain (kpairs even): each block's channels of the M pixels reordered into x first */
+/* fp32_tile with bf16_block (kpairs even), NV <= 2: each block's channels of the M pixels reordered into x
+   first. The totals, both parities' sums (3 x M x NV), 2 x NV weights and two broadcasts fill the registers:
+   nothing is spilled (6 pixels x 4 vectors, the parities one after the other with one's sums in registers and
+   the rest in memory, took 1.25x the time on D5, AMD Zen 4). */
 SYNET_INLINE void bf16_tile(const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
                             const uint16_t *b, int64_t bstride, float *out, const int M, const int NV,
-                            const tile_store *ts)
+                            const tile_store *ts, int64_t c)
 {
-    __m512 total[MMAX][4], even[MMAX][4], odd[MMAX][4];
+    __m512 total[MMAX][2];
     uint16_t x[MMAX * 32];
     /* each 4 channels c .. c + 3 as c + 2, c, c + 3, c + 1 */
     const __m512i order = _mm512_set_epi16(29, 31, 28, 30, 25, 27, 24, 26, 21, 23, 20, 22, 17, 19, 16, 18, 13, 15, 12, 14,
@@ -212,22 +228,18 @@ SYNET_INLINE void bf16_tile(const uint16_t *a, const int64_t *toff, int64_t ntap
             for (int m = 0; m < M; ++m)
                 _mm512_storeu_si512((void *)(x + m * 32),
                                     _mm512_permutexvar_epi16(order, _mm512_maskz_loadu_epi16(lanes, a + toff[t] + m * ps + 2 * k0)));
-            bf16_chain(x, b, bstride, pairs, 0, M, NV, even);
-            bf16_chain(x, b, bstride, pairs, 1, M, NV, odd);
-            for (int m = 0; m < M; ++m)
-                for (int v = 0; v < NV; ++v)
-                    total[m][v] = _mm512_add_ps(total[m][v], _mm512_add_ps(even[m][v], odd[m][v]));
+            bf16_block(x, b, bstride, pairs, M, NV, total);
             b += pairs * bstride;
         }
     if (ts) { /* store_fast's epilogue (store_act16), whole-vector stores; ts and the bias are read before the
                  first store (-fno-strict-aliasing: reloads after each store waited on it, and D2 gained 1.0x
                  instead of 1.12x) */
         void *dst = ts->dst;
-        const int64_t off = ts->off, mstep = ts->mstep;
+        const int64_t off = ts->off + c, mstep = ts->mstep;
         const int relu = ts->relu, bf16 = ts->bf16;
-        __m512 bias[4];
+        __m512 bias[2];
         for (int v = 0; v < NV; ++v)
-            bias[v] = _mm512_loadu_ps(ts->bias + 16 * v);
+            bias[v] = _mm512_loadu_ps(ts->bias + c + 16 * v);
         for (int m = 0; m < M; ++m)
             for (int v = 0; v < NV; ++v)
                 store_act16_lanes(dst, off + m * mstep + 16 * v, 0xFFFF, _mm512_add_ps(total[m][v], bias[v]), relu,
@@ -241,20 +253,18 @@ SYNET_INLINE void bf16_tile(const uint16_t *a, const int64_t *toff, int64_t ntap
 
 #define BF16_CASE(MM, NN) \
     case (MM) * 8 + (NN): \
-        bf16_tile(a, toff, ntaps, kpairs, ps, b, bstride, out, MM, NN, ts); \
+        bf16_tile(a, toff, ntaps, kpairs, ps, b, bstride, out, MM, NN, ts, c); \
         return;
-#define BF16_CASES_M6(NN) BF16_CASE(1, NN) BF16_CASE(2, NN) BF16_CASE(3, NN) BF16_CASE(4, NN) BF16_CASE(5, NN) BF16_CASE(6, NN)
-#define BF16_CASES_M8(NN) BF16_CASES_M6(NN) BF16_CASE(7, NN) BF16_CASE(8, NN)
-#define BF16_CASES_M12(NN) BF16_CASES_M8(NN) BF16_CASE(9, NN) BF16_CASE(10, NN) BF16_CASE(11, NN) BF16_CASE(12, NN)
+#define BF16_CASES_M4(NN) BF16_CASE(1, NN) BF16_CASE(2, NN) BF16_CASE(3, NN) BF16_CASE(4, NN)
+#define BF16_CASES_M8(NN) BF16_CASES_M4(NN) BF16_CASE(5, NN) BF16_CASE(6, NN) BF16_CASE(7, NN) BF16_CASE(8, NN)
 
 static void bf16_call(const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
-                      const uint16_t *b, int64_t bstride, float *out, int M, int NV, const tile_store *ts)
+                      const uint16_t *b, int64_t bstride, float *out, int M, int NV, const tile_store *ts,
+                      int64_t c)
 {
     switch (M * 8 + NV) {
-        BF16_CASES_M12(1)
-        BF16_CASES_M12(2)
-        BF16_CASES_M8(3)
-        BF16_CASES_M6(4)
+        BF16_CASES_M8(1)
+        BF16_CASES_M4(2)
     default:
         break;
     }
@@ -511,12 +521,14 @@ static void pad_row(const synet_deconv_plan *p, const void *src, void *image, sy
 /* ---- tasks ---- */
 
 /* M pixels x nv16 * 16 channels of one phase, to out (row stride BLOCK) or, given ts, to dst: calls of up to
-   MICRO_SPAN channels (one parity's sums of M x MICRO_SPAN channels fill the registers) */
+   MICRO_SPAN channels (FP32 micro-kernel: one parity's sums of M x MICRO_SPAN channels fill the registers) or
+   BF16_SPAN (vdpbf16ps: both parities' sums and the totals of M x BF16_SPAN channels do) */
 #if VW == 16
 #define MICRO_SPAN 64
 #else
 #define MICRO_SPAN (2 * VW) /* 5 x 2 sums, 2 weights, a broadcast */
 #endif
+#define BF16_SPAN 32
 
 /* uint16 elements of one packed row of `lanes` output channels: (even, odd) BF16 pairs, or (wide_weights, the
    FP32 micro-kernel where they fit L2) lanes float32 even weights then lanes odd ones, widened once here
@@ -541,41 +553,42 @@ static synet_size strip_row(const synet_deconv_plan *p, synet_size ntaps, synet_
     return row_units(p, n0) * ntaps * p->kpairs + (t * p->kpairs + k) * row_units(p, strip_width(p, lanes, n0));
 }
 
+/* ts is passed on with the channel offset c of each call (a copy per call with off and bias moved, its fields
+   stored and then read back as one 32-byte load, waited on store forwarding: 5 % of D5's time) */
 static void micro_tile(const synet_deconv_plan *p, const void *a, const int64_t *toff, int64_t ntaps,
                        const uint16_t *b, float *out, int M, int nv16, const tile_store *ts)
 {
     const int channels = nv16 * 16;
+#if HAVE_BF16
+    if (p->micro != SYNET_MICRO_FP32) {
+        for (int c = 0; c < channels; c += BF16_SPAN)
+            bf16_call((const uint16_t *)a, toff, ntaps, p->kpairs, p->pixel_stride, b + 2 * c, 2 * channels, out + c, M,
+                      SYNET_MIN(BF16_SPAN, channels - c) / 16, ts, c);
+        return;
+    }
+#endif
     for (int c0 = 0; c0 < channels; c0 += MICRO_SPAN) {
         const int span = SYNET_MIN(MICRO_SPAN, channels - c0);
-        tile_store part;
-        if (ts) {
-            part = *ts;
-            part.off += c0;
-            part.bias += c0;
-        }
-#if HAVE_BF16
-        if (p->micro != SYNET_MICRO_FP32) {
-            bf16_call((const uint16_t *)a, toff, ntaps, p->kpairs, p->pixel_stride, b + 2 * c0, 2 * channels, out + c0,
-                      M, span / 16, ts ? &part : NULL);
-            continue;
-        }
-#endif
         /* this strip's rows: wide, 2 * span floats, the odd half `span` after the even one; else span pairs
            (a float each) */
         const int64_t half = p->wide_weights ? span : 0;
         fp32_call((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride,
                   (const float *)(const void *)(b + strip_row(p, ntaps, 0, 0, channels, c0)), span + half, half,
-                  out + c0, M, span / VW, ts ? &part : NULL);
+                  out + c0, M, span / VW, ts, c0);
     }
 }
 
-/* Pixels per micro-tile of nv16 x 16 channels: one parity's sums of M x MICRO_SPAN channels, the weights and
-   a broadcast fill the registers (AVX-512: 32; else 16). */
-static int micro_rows(int nv16)
+/* Pixels per micro-tile of nv16 x 16 channels: the sums of M x MICRO_SPAN channels (FP32 micro-kernel: one
+   parity's; vdpbf16ps: both parities' of up to 2 vectors), the weights and a broadcast fill the registers
+   (AVX-512: 32; else 16). */
+static int micro_rows(const synet_deconv_plan *p, int nv16)
 {
 #if VW == 16
+    if (p->micro != SYNET_MICRO_FP32)
+        return nv16 == 1 ? 8 : 4;
     return nv16 <= 2 ? 12 : (nv16 == 3 ? 8 : 6);
 #else
+    (void)p;
     (void)nv16;
     return 5;
 #endif
@@ -817,7 +830,7 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
     const synet_size g = t % p->group, n = t / p->group;
     const synet_size phases = p->stride_z * p->stride_y * p->stride_x;
     const synet_size nvalid = SYNET_MIN((synet_size)BLOCK, p->cg_out - ob * BLOCK);
-    const int nv = (int)((nvalid + 15) / 16), mmax = micro_rows(nv);
+    const int nv = (int)((nvalid + 15) / 16), mmax = micro_rows(p, nv);
     const synet_size oc0 = g * p->cg_out + ob * BLOCK, e = p->micro == SYNET_MICRO_FP32 ? 4 : 2;
     /* straight to dst (tile_store): channels last, whole blocks of 16, IDENTITY / RELU, and BF16 output
        only from the vdpbf16ps kernel */
