@@ -171,11 +171,11 @@ static void fp32_call(const float *a, const int64_t *toff, int64_t ntaps, int64_
    the products of a pair's high then low halves to one sum: both parities' sums from zero, in channel order,
    side by side (even: channels c = 4j, c + 2; odd: 4j + 1, 4j + 3, each step one of each), then
    total += even + odd. A step's pair of one parity is broadcast as (high c, low c + 2): `x` holds the block's
-   channels of the M pixels (32 a pixel) with 4j .. 4j + 3 as 4j + 2, 4j, 4j + 3, 4j + 1 (bf16_tile), and
-   pack_gemm packs the weights' pairs likewise (pair_weights): row 2j holds (4j + 2, 4j), row 2j + 1
+   channels of the M pixels (xs apart) in quad order, 4j .. 4j + 3 as 4j + 2, 4j, 4j + 3, 4j + 1 (quad_place),
+   and pack_gemm packs the weights' pairs likewise (pair_weights): row 2j holds (4j + 2, 4j), row 2j + 1
    (4j + 3, 4j + 1). */
-SYNET_INLINE void bf16_block(const uint16_t *x, const uint16_t *b, int64_t bstride, int64_t pairs, const int M,
-                             const int NV, __m512 total[MMAX][2])
+SYNET_INLINE void bf16_block(const uint16_t *x, int64_t xs, const uint16_t *b, int64_t bstride, int64_t pairs,
+                             const int M, const int NV, __m512 total[MMAX][2])
 {
     __m512 even[MMAX][2], odd[MMAX][2];
     for (int m = 0; m < M; ++m)
@@ -191,8 +191,8 @@ SYNET_INLINE void bf16_block(const uint16_t *x, const uint16_t *b, int64_t bstri
         }
         for (int m = 0; m < M; ++m) {
             int32_t pe, po;
-            memcpy(&pe, x + m * 32 + 2 * k, 4);
-            memcpy(&po, x + m * 32 + 2 * k + 2, 4);
+            memcpy(&pe, x + m * xs + 2 * k, 4);
+            memcpy(&po, x + m * xs + 2 * k + 2, 4);
             const __m512bh xe = (__m512bh)_mm512_set1_epi32(pe), xo = (__m512bh)_mm512_set1_epi32(po);
             for (int v = 0; v < NV; ++v) {
                 even[m][v] = _mm512_dpbf16_ps(even[m][v], xe, we[v]);
@@ -205,12 +205,12 @@ SYNET_INLINE void bf16_block(const uint16_t *x, const uint16_t *b, int64_t bstri
             total[m][v] = _mm512_add_ps(total[m][v], _mm512_add_ps(even[m][v], odd[m][v]));
 }
 
-/* fp32_tile with bf16_block (kpairs even), NV <= 2: each block's channels of the M pixels reordered into x
-   first. The totals, both parities' sums (3 x M x NV), 2 x NV weights and two broadcasts fill the registers:
+/* fp32_tile with bf16_block (kpairs even), NV <= 2, on an image in quad order (`quads`, image_quads), or with
+   each block's channels of the M pixels first reordered into x. The totals, both parities' sums (3 x M x NV), 2 x NV weights and two broadcasts fill the registers:
    nothing is spilled (6 pixels x 4 vectors, the parities one after the other with one's sums in registers and
    the rest in memory, took 1.25x the time on D5, AMD Zen 4). */
 SYNET_INLINE void bf16_tile(const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
-                            const uint16_t *b, int64_t bstride, float *out, const int M, const int NV,
+                            int quads, const uint16_t *b, int64_t bstride, float *out, const int M, const int NV,
                             const tile_store *ts, int64_t c)
 {
     __m512 total[MMAX][2];
@@ -224,11 +224,16 @@ SYNET_INLINE void bf16_tile(const uint16_t *a, const int64_t *toff, int64_t ntap
     for (int64_t t = 0; t < ntaps; ++t)
         for (int64_t k0 = 0; k0 < kpairs; k0 += KBLOCK) {
             const int64_t pairs = SYNET_MIN(kpairs - k0, KBLOCK);
-            const __mmask32 lanes = pairs == KBLOCK ? 0xFFFFFFFFu : (1u << (2 * pairs)) - 1;
-            for (int m = 0; m < M; ++m)
-                _mm512_storeu_si512((void *)(x + m * 32),
-                                    _mm512_permutexvar_epi16(order, _mm512_maskz_loadu_epi16(lanes, a + toff[t] + m * ps + 2 * k0)));
-            bf16_block(x, b, bstride, pairs, M, NV, total);
+            if (quads) {
+                bf16_block(a + toff[t] + 2 * k0, ps, b, bstride, pairs, M, NV, total);
+            } else {
+                const __mmask32 lanes = pairs == KBLOCK ? 0xFFFFFFFFu : (1u << (2 * pairs)) - 1;
+                for (int m = 0; m < M; ++m)
+                    _mm512_storeu_si512(
+                        (void *)(x + m * 32),
+                        _mm512_permutexvar_epi16(order, _mm512_maskz_loadu_epi16(lanes, a + toff[t] + m * ps + 2 * k0)));
+                bf16_block(x, 32, b, bstride, pairs, M, NV, total);
+            }
             b += pairs * bstride;
         }
     if (ts) { /* store_fast's epilogue (store_act16), whole-vector stores; ts and the bias are read before the
@@ -253,12 +258,12 @@ SYNET_INLINE void bf16_tile(const uint16_t *a, const int64_t *toff, int64_t ntap
 
 #define BF16_CASE(MM, NN) \
     case (MM) * 8 + (NN): \
-        bf16_tile(a, toff, ntaps, kpairs, ps, b, bstride, out, MM, NN, ts, c); \
+        bf16_tile(a, toff, ntaps, kpairs, ps, quads, b, bstride, out, MM, NN, ts, c); \
         return;
 #define BF16_CASES_M4(NN) BF16_CASE(1, NN) BF16_CASE(2, NN) BF16_CASE(3, NN) BF16_CASE(4, NN)
 #define BF16_CASES_M8(NN) BF16_CASES_M4(NN) BF16_CASE(5, NN) BF16_CASE(6, NN) BF16_CASE(7, NN) BF16_CASE(8, NN)
 
-static void bf16_call(const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
+static void bf16_call(const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps, int quads,
                       const uint16_t *b, int64_t bstride, float *out, int M, int NV, const tile_store *ts,
                       int64_t c)
 {
@@ -382,6 +387,10 @@ SYNET_INLINE uint16_t bf16_at(const void *src, int src_bf16, synet_size i)
     return src_bf16 ? ((const uint16_t *)src)[i] : synet_bf16_from_float(((const float *)src)[i]);
 }
 
+/* The vdpbf16ps micro-kernel's channel order (see bf16_block): each 4 channels c .. c + 3 as c + 2, c, c + 3,
+   c + 1. The image it reads in place is in this order (image_quads); channel c's place: */
+static synet_size quad_place(synet_size c) { return (c & ~(synet_size)3) | (synet_size)((0x8D >> (2 * (c & 3))) & 3); }
+
 #if SYNET_AVX512 || SYNET_AVX2
 /* the level's widest FP32 vector */
 #if SYNET_AVX512
@@ -392,6 +401,14 @@ typedef __m512i vregi;
 typedef __m256 vreg;
 typedef __m256i vregi;
 #define transpose_vw synet_transpose8
+#endif
+
+#if SYNET_AVX512
+/* 16 BF16 lanes in quad order (quad_place) */
+SYNET_INLINE __m256i quad_order(__m256i h)
+{
+    return _mm256_permutexvar_epi16(_mm256_set_epi16(13, 15, 12, 14, 9, 11, 8, 10, 5, 7, 4, 6, 1, 3, 0, 2), h);
+}
 #endif
 
 /* n <= VW elements of s from i (zero beyond): FP32 values, or BF16 bits widened to their FP32 values */
@@ -413,17 +430,21 @@ SYNET_INLINE vreg load_source(const void *s, int src_bf16, synet_size i, int n)
 }
 
 /* the first n <= VW lanes of v to d from i: bf16(v) (nearest-even; v as it is when it came from BF16 bits),
-   as FP32 values (f32) or BF16 bits */
-SYNET_INLINE void store_image(void *d, int f32, int src_bf16, synet_size i, int n, vreg v)
+   as FP32 values (f32) or BF16 bits; `quads` (i a multiple of 4, v zero from lane n): BF16 bits in
+   quad_order, whole quads */
+SYNET_INLINE void store_image(void *d, int f32, int src_bf16, int quads, synet_size i, int n, vreg v)
 {
 #if SYNET_AVX512
     const vregi bits =
         src_bf16 ? _mm512_srli_epi32(_mm512_castps_si512(v), 16) : synet_bf16_nearest_x16(_mm512_castps_si512(v));
     if (f32)
         _mm512_mask_storeu_ps((float *)d + i, synet_mask16(n), _mm512_castsi512_ps(_mm512_slli_epi32(bits, 16)));
+    else if (quads)
+        _mm256_mask_storeu_epi16((uint16_t *)d + i, synet_mask16((n + 3) & ~3), quad_order(_mm512_cvtepi32_epi16(bits)));
     else
         _mm256_mask_storeu_epi16((uint16_t *)d + i, synet_mask16(n), _mm512_cvtepi32_epi16(bits));
 #else
+    (void)quads;
     const vregi bits =
         src_bf16 ? _mm256_srli_epi32(_mm256_castps_si256(v), 16) : synet_bf16_nearest_x8(_mm256_castps_si256(v));
     if (f32) {
@@ -445,7 +466,7 @@ SYNET_INLINE void store_image(void *d, int f32, int src_bf16, synet_size i, int 
 /* NCHW -> channels last: d[x * dstride + c] = bf16(s[c * plane + x]), c < channels, x < width (VW channels x
    VW pixels a step, transposed in registers; D7 at avx2, scalar: pad_row 30 % of the time) */
 static void convert_planes(const void *s, int src_bf16, synet_size plane, synet_size channels, synet_size width,
-                           void *d, int f32, synet_size dstride)
+                           void *d, int f32, int quads, synet_size dstride)
 {
 #if SYNET_AVX512 || SYNET_AVX2
     vreg r[VW];
@@ -457,10 +478,11 @@ static void convert_planes(const void *s, int src_bf16, synet_size plane, synet_
                 r[i] = i < nc ? load_source(s, src_bf16, (c0 + i) * plane + x0, nx) : (vreg){0};
             transpose_vw(r);
             for (int j = 0; j < nx; ++j)
-                store_image(d, f32, src_bf16, (x0 + j) * dstride + c0, nc, r[j]);
+                store_image(d, f32, src_bf16, quads, (x0 + j) * dstride + c0, nc, r[j]);
         }
     }
 #else
+    (void)quads; /* BF16 micro-kernels only */
     for (synet_size c = 0; c < channels; ++c)
         for (synet_size x = 0; x < width; ++x) {
             const uint16_t h = bf16_at(s, src_bf16, c * plane + x);
@@ -472,11 +494,31 @@ static void convert_planes(const void *s, int src_bf16, synet_size plane, synet_
 #endif
 }
 
+/* whether the image holds each group's channels in quad order (quad_place): the vdpbf16ps micro-kernel's
+   own copy (a source read in place, `direct`, is reordered in the micro-kernel) */
+static int image_quads(const synet_deconv_plan *p) { return p->micro == SYNET_MICRO_BF16 && !p->direct; }
+
+/* n elements of s to d as BF16 bits, each 4 in quad order (n a multiple of 4) */
+static void convert_run_quads(const void *s, int src_bf16, uint16_t *d, synet_size n)
+{
+    synet_size i = 0;
+#if SYNET_AVX512
+    for (; i < n; i += 16) {
+        const __mmask16 k = synet_mask16(n - i);
+        const __m256i h = src_bf16 ? _mm256_maskz_loadu_epi16(k, (const uint16_t *)s + i)
+                                   : synet_bf16_pack_x16(_mm512_maskz_loadu_ps(k, (const float *)s + i));
+        _mm256_mask_storeu_epi16(d + i, k, quad_order(h));
+    }
+#endif
+    for (; i < n; ++i)
+        d[quad_place(i)] = bf16_at(s, src_bf16, i);
+}
+
 /* GEMM: row r of image[n, yp, xp, g, c] = bf16(src[n, g*cg_in + c, yp - pad_low_y, xp - pad_low_x]), zero
-   outside the source and in the pad channels */
+   outside the source and in the pad channels; c at quad_place(c) for image_quads */
 static void pad_row_gemm(const synet_deconv_plan *p, const void *src, void *image, synet_size r)
 {
-    const int f32 = p->micro == SYNET_MICRO_FP32;
+    const int f32 = p->micro == SYNET_MICRO_FP32, quads = image_quads(p);
     const synet_size e = f32 ? 4 : 2, cpt = p->pixel_stride, row_len = p->padded_w * cpt;
     const synet_size n = r / (p->padded_d * p->padded_h), z = r / p->padded_h % p->padded_d - p->pad_low_z;
     const synet_size y = r % p->padded_h - p->pad_low_y;
@@ -495,19 +537,28 @@ static void pad_row_gemm(const synet_deconv_plan *p, const void *src, void *imag
     if (p->nhwc) {
         const synet_size s0 = ((n * p->src_d + z) * p->src_h + y) * p->src_w * p->src_c;
         if (p->cg_padded == p->cg_in) {
-            deconv_convert_run((const char *)src + s0 * se, p->src_bf16, d, f32, p->src_w * p->src_c);
+            if (quads)
+                convert_run_quads((const char *)src + s0 * se, p->src_bf16, (uint16_t *)(void *)d, p->src_w * p->src_c);
+            else
+                deconv_convert_run((const char *)src + s0 * se, p->src_bf16, d, f32, p->src_w * p->src_c);
             return;
         }
         for (synet_size x = 0; x < p->src_w; ++x)
-            for (synet_size g = 0; g < p->group; ++g)
-                deconv_convert_run((const char *)src + (s0 + x * p->src_c + g * p->cg_in) * se, p->src_bf16,
-                            d + (x * cpt + g * p->cg_padded) * e, f32, p->cg_in);
+            for (synet_size g = 0; g < p->group; ++g) {
+                const char *s = (const char *)src + (s0 + x * p->src_c + g * p->cg_in) * se;
+                char *o = d + (x * cpt + g * p->cg_padded) * e;
+                if (quads) /* a group's channels may end inside a quad: element by element */
+                    for (synet_size c = 0; c < p->cg_in; ++c)
+                        ((uint16_t *)(void *)o)[quad_place(c)] = bf16_at(s, p->src_bf16, c);
+                else
+                    deconv_convert_run(s, p->src_bf16, o, f32, p->cg_in);
+            }
         return;
     }
     for (synet_size g = 0; g < p->group; ++g)
         convert_planes((const char *)src + ((((n * p->src_c + g * p->cg_in) * p->src_d + z) * p->src_h + y) * p->src_w) * se,
                        p->src_bf16, p->src_d * p->src_h * p->src_w, p->cg_in, p->src_w, d + g * p->cg_padded * e, f32,
-                       cpt);
+                       quads, cpt);
 }
 
 static void pad_row(const synet_deconv_plan *p, const void *src, void *image, synet_size r)
@@ -561,9 +612,10 @@ static void micro_tile(const synet_deconv_plan *p, const void *a, const int64_t 
     const int channels = nv16 * 16;
 #if HAVE_BF16
     if (p->micro != SYNET_MICRO_FP32) {
+        const int quads = image_quads(p);
         for (int c = 0; c < channels; c += BF16_SPAN)
-            bf16_call((const uint16_t *)a, toff, ntaps, p->kpairs, p->pixel_stride, b + 2 * c, 2 * channels, out + c, M,
-                      SYNET_MIN(BF16_SPAN, channels - c) / 16, ts, c);
+            bf16_call((const uint16_t *)a, toff, ntaps, p->kpairs, p->pixel_stride, quads, b + 2 * c, 2 * channels,
+                      out + c, M, SYNET_MIN(BF16_SPAN, channels - c) / 16, ts, c);
         return;
     }
 #endif

@@ -34,7 +34,8 @@ typedef struct synet_deconv_plan {
     synet_size kernel_z, kernel_y, kernel_x, dilation_z, dilation_y, dilation_x, stride_z, stride_y, stride_x;
     synet_size pad_front, pad_top, pad_left;
     /* the padded source image: [batch, padded_d, padded_h, padded_w, pixel_stride] (GEMM; BF16 bits, or
-       FP32 values for SYNET_MICRO_FP32), with each group's cg_in channels padded to cg_padded; depthwise:
+       FP32 values for SYNET_MICRO_FP32), with each group's cg_in channels padded to cg_padded (and for
+       SYNET_MICRO_BF16 each 4 of them in the micro-kernel's order, deconvolution.c: quad_place); depthwise:
        FP32 [batch, src_c, padded_d, padded_h, padded_w] (channels first) or [batch, padded_d, padded_h,
        padded_w, src_c] (channels last). pad_low_z / pad_low_y / pad_low_x zero planes / rows / columns
        come before the source. */
