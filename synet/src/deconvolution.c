@@ -206,16 +206,17 @@ SYNET_INLINE void bf16_block(const uint16_t *x, int64_t xs, const uint16_t *b, i
 }
 
 /* fp32_tile with bf16_block (kpairs even), NV <= 2, on an image in quad order (`quads`, image_quads), or with
-   each block's channels of the M pixels first reordered into x. The totals, both parities' sums (3 x M x NV), 2 x NV weights and two broadcasts fill the registers:
-   nothing is spilled (6 pixels x 4 vectors, the parities one after the other with one's sums in registers and
-   the rest in memory, took 1.25x the time on D5, AMD Zen 4). */
+   each block's channels of the M pixels first reordered into x. The totals, both parities' sums (3 x M x NV),
+   2 x NV weights and two broadcasts fill the registers: nothing is spilled (6 pixels x 4 vectors, the parities
+   one after the other with one's sums in registers and the rest in memory, took 1.25x the time on D5, AMD
+   Zen 4). */
 SYNET_INLINE void bf16_tile(const uint16_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
                             int quads, const uint16_t *b, int64_t bstride, float *out, const int M, const int NV,
                             const tile_store *ts, int64_t c)
 {
     __m512 total[MMAX][2];
     uint16_t x[MMAX * 32];
-    /* each 4 channels c .. c + 3 as c + 2, c, c + 3, c + 1 */
+    /* quad order (quad_place), 32 lanes */
     const __m512i order = _mm512_set_epi16(29, 31, 28, 30, 25, 27, 24, 26, 21, 23, 20, 22, 17, 19, 16, 18, 13, 15, 12, 14,
                                            9, 11, 8, 10, 5, 7, 4, 6, 1, 3, 0, 2);
     for (int m = 0; m < M; ++m)
@@ -231,7 +232,8 @@ SYNET_INLINE void bf16_tile(const uint16_t *a, const int64_t *toff, int64_t ntap
                 for (int m = 0; m < M; ++m)
                     _mm512_storeu_si512(
                         (void *)(x + m * 32),
-                        _mm512_permutexvar_epi16(order, _mm512_maskz_loadu_epi16(lanes, a + toff[t] + m * ps + 2 * k0)));
+                        _mm512_permutexvar_epi16(order,
+                                                 _mm512_maskz_loadu_epi16(lanes, a + toff[t] + m * ps + 2 * k0)));
                 bf16_block(x, 32, b, bstride, pairs, M, NV, total);
             }
             b += pairs * bstride;
@@ -389,7 +391,10 @@ SYNET_INLINE uint16_t bf16_at(const void *src, int src_bf16, synet_size i)
 
 /* The vdpbf16ps micro-kernel's channel order (see bf16_block): each 4 channels c .. c + 3 as c + 2, c, c + 3,
    c + 1. The image it reads in place is in this order (image_quads); channel c's place: */
-static synet_size quad_place(synet_size c) { return (c & ~(synet_size)3) | (synet_size)((0x8D >> (2 * (c & 3))) & 3); }
+SYNET_INLINE synet_size quad_place(synet_size c)
+{
+    return (c & ~(synet_size)3) | (synet_size)((0x8D >> (2 * (c & 3))) & 3);
+}
 
 #if SYNET_AVX512 || SYNET_AVX2
 /* the level's widest FP32 vector */
@@ -440,7 +445,8 @@ SYNET_INLINE void store_image(void *d, int f32, int src_bf16, int quads, synet_s
     if (f32)
         _mm512_mask_storeu_ps((float *)d + i, synet_mask16(n), _mm512_castsi512_ps(_mm512_slli_epi32(bits, 16)));
     else if (quads)
-        _mm256_mask_storeu_epi16((uint16_t *)d + i, synet_mask16((n + 3) & ~3), quad_order(_mm512_cvtepi32_epi16(bits)));
+        _mm256_mask_storeu_epi16((uint16_t *)d + i, synet_mask16((n + 3) & ~3),
+                                 quad_order(_mm512_cvtepi32_epi16(bits)));
     else
         _mm256_mask_storeu_epi16((uint16_t *)d + i, synet_mask16(n), _mm512_cvtepi32_epi16(bits));
 #else
@@ -498,20 +504,23 @@ static void convert_planes(const void *s, int src_bf16, synet_size plane, synet_
    own copy (a source read in place, `direct`, is reordered in the micro-kernel) */
 static int image_quads(const synet_deconv_plan *p) { return p->micro == SYNET_MICRO_BF16 && !p->direct; }
 
-/* n elements of s to d as BF16 bits, each 4 in quad order (n a multiple of 4) */
+/* n elements of s to d as BF16 bits, each 4 in quad order; a last part-filled quad is written whole, its
+   missing channels as zeros (the image's pad channels) */
 static void convert_run_quads(const void *s, int src_bf16, uint16_t *d, synet_size n)
 {
-    synet_size i = 0;
 #if SYNET_AVX512
-    for (; i < n; i += 16) {
+    for (synet_size i = 0; i < n; i += 16) {
         const __mmask16 k = synet_mask16(n - i);
         const __m256i h = src_bf16 ? _mm256_maskz_loadu_epi16(k, (const uint16_t *)s + i)
                                    : synet_bf16_pack_x16(_mm512_maskz_loadu_ps(k, (const float *)s + i));
-        _mm256_mask_storeu_epi16(d + i, k, quad_order(h));
+        _mm256_mask_storeu_epi16(d + i, synet_mask16((n - i + 3) & ~(synet_size)3), quad_order(h));
     }
-#endif
-    for (; i < n; ++i)
+#else
+    for (synet_size i = 0; i < n; ++i)
         d[quad_place(i)] = bf16_at(s, src_bf16, i);
+    for (synet_size i = n; i & 3; ++i)
+        d[quad_place(i)] = 0;
+#endif
 }
 
 /* GEMM: row r of image[n, yp, xp, g, c] = bf16(src[n, g*cg_in + c, yp - pad_low_y, xp - pad_low_x]), zero
@@ -538,7 +547,8 @@ static void pad_row_gemm(const synet_deconv_plan *p, const void *src, void *imag
         const synet_size s0 = ((n * p->src_d + z) * p->src_h + y) * p->src_w * p->src_c;
         if (p->cg_padded == p->cg_in) {
             if (quads)
-                convert_run_quads((const char *)src + s0 * se, p->src_bf16, (uint16_t *)(void *)d, p->src_w * p->src_c);
+                convert_run_quads((const char *)src + s0 * se, p->src_bf16, (uint16_t *)(void *)d,
+                                  p->src_w * p->src_c);
             else
                 deconv_convert_run((const char *)src + s0 * se, p->src_bf16, d, f32, p->src_w * p->src_c);
             return;
@@ -547,9 +557,8 @@ static void pad_row_gemm(const synet_deconv_plan *p, const void *src, void *imag
             for (synet_size g = 0; g < p->group; ++g) {
                 const char *s = (const char *)src + (s0 + x * p->src_c + g * p->cg_in) * se;
                 char *o = d + (x * cpt + g * p->cg_padded) * e;
-                if (quads) /* a group's channels may end inside a quad: element by element */
-                    for (synet_size c = 0; c < p->cg_in; ++c)
-                        ((uint16_t *)(void *)o)[quad_place(c)] = bf16_at(s, p->src_bf16, c);
+                if (quads)
+                    convert_run_quads(s, p->src_bf16, (uint16_t *)(void *)o, p->cg_in);
                 else
                     deconv_convert_run(s, p->src_bf16, o, f32, p->cg_in);
             }
