@@ -8,7 +8,6 @@ mutable): weights are packed per call, and array-valued parameters are keyed by 
 
 from __future__ import annotations
 
-import collections
 import threading
 
 import numpy as np
@@ -17,30 +16,36 @@ CAPACITY = 128  # plans per op; the least recently used one goes first
 
 
 class PlanCache:
+    """The plans of one functional form by key, least recently used out first. A hit hashes and compares
+    its key once (a recency stamp in the entry, not a move in an ordered dict); eviction, at a miss of a
+    full cache, looks for the oldest stamp."""
+
     def __init__(self, name: str, capacity: int = CAPACITY):
         self.name = name
         self.capacity = capacity
-        self._items: collections.OrderedDict = collections.OrderedDict()
+        self._items: dict = {}     # key -> [plan, stamp of its last use]
         self._lock = threading.Lock()
+        self._clock = 0
         self.hits = self.misses = 0
 
     def get(self, key):
         """The plan cached under `key`, or None."""
         with self._lock:
-            plan = self._items.get(key)
-            if plan is None:
+            entry = self._items.get(key)
+            if entry is None:
                 self.misses += 1
-            else:
-                self._items.move_to_end(key)
-                self.hits += 1
-            return plan
+                return None
+            self._clock += 1
+            entry[1] = self._clock
+            self.hits += 1
+            return entry[0]
 
     def put(self, key, plan) -> None:
         with self._lock:
-            self._items[key] = plan
-            self._items.move_to_end(key)
+            self._clock += 1
+            self._items[key] = [plan, self._clock]
             while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
+                del self._items[min(self._items, key=lambda k: self._items[k][1])]
 
     def info(self) -> dict:
         with self._lock:

@@ -226,7 +226,13 @@ cdef void _round_f64(const double* src, char* dst, Py_ssize_t n, int itemsize, b
                      int threads) noexcept nogil:
     cdef Py_ssize_t block, start
     cdef Py_ssize_t blocks = (n + BLOCK - 1) // BLOCK
-    for block in prange(blocks, schedule="static", num_threads=threads, use_threads_if=blocks >= 4):
+    if blocks < 4 or threads == 1:   # no parallel region to open: the same blocks
+        for block in range(blocks):
+            start = block * BLOCK
+            _BF16.round_f64(src + start, dst + start * itemsize, min(<Py_ssize_t>BLOCK, n - start), truncate,
+                            itemsize == 4)
+        return
+    for block in prange(blocks, schedule="static", num_threads=threads):
         start = block * BLOCK
         _BF16.round_f64(src + start, dst + start * itemsize, min(<Py_ssize_t>BLOCK, n - start), truncate,
                         itemsize == 4)

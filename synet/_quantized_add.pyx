@@ -443,12 +443,24 @@ cdef inline object _operand(object x, str name):
     return planning.operand(x, name)
 
 
-cdef inline object _key_of(object value):
-    """_cache.key_of, with the plain scalars (the usual arguments) keyed inline."""
+cdef inline object _key_of(object value, unsigned long long* kinds):
+    """One argument's part of the plan key: the plain scalars (the usual arguments) as they are, their type
+    in 3 more bits of *kinds (so that 1, 1.0 and True key apart); anything else by _cache.key_of."""
     cdef object kind = type(value)
-    if kind is float or kind is int or kind is str or value is None:
-        return (kind, value)
-    return _cache.key_of(value)
+    cdef unsigned long long code = 1
+    if kind is float:
+        code = 2
+    elif kind is int:
+        code = 3
+    elif kind is str:
+        code = 4
+    elif kind is type:
+        code = 5
+    elif value is not None:
+        code = 0
+        value = _cache.key_of(value)
+    kinds[0] = kinds[0] << 3 | code
+    return value
 
 
 def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_scale=1.0, dst_zero=0,
@@ -499,11 +511,13 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
         require_array(out, "out")
     a = _operand(a, "a")
     b = _operand(b, "b")
+    cdef unsigned long long kinds = 0
     try:
         key = (a.shape, cnp.PyArray_TYPE(<cnp.ndarray>a), b.shape, cnp.PyArray_TYPE(<cnp.ndarray>b),
-               _key_of(a_scale), _key_of(a_zero), _key_of(b_scale), _key_of(b_zero), _key_of(dst_scale),
-               _key_of(dst_zero), _key_of(dst_dtype), _key_of(activation), _key_of(activation_params),
-               _key_of(axis))
+               _key_of(a_scale, &kinds), _key_of(a_zero, &kinds), _key_of(b_scale, &kinds),
+               _key_of(b_zero, &kinds), _key_of(dst_scale, &kinds), _key_of(dst_zero, &kinds),
+               _key_of(dst_dtype, &kinds), _key_of(activation, &kinds), _key_of(activation_params, &kinds),
+               _key_of(axis, &kinds), kinds)
     except TypeError:
         key = None
     state = _CACHE.get(key) if key is not None else None

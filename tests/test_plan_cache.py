@@ -82,6 +82,37 @@ def test_the_cache_is_bounded_and_clears():
     assert "plan_cache" in synet.config()
 
 
+def test_the_least_recently_used_plan_goes_first():
+    """A full cache drops the plan whose last use is oldest, not the oldest plan: one used again stays."""
+    a = np.arange(16, dtype=np.uint8)
+
+    def call(k):
+        synet.quantized_add(a, a, a_zero=k)
+
+    for k in range(_cache.CAPACITY):
+        call(k)
+    call(0)                                   # plan 0 used again: plan 1 is now the least recently used
+    call(_cache.CAPACITY)                     # a miss of a full cache: plan 1 goes
+    info = synet.plan_cache_info()["quantized_add"]
+    assert (info["plans"], info["hits"], info["misses"]) == (_cache.CAPACITY, 1, _cache.CAPACITY + 1)
+    call(0)
+    assert synet.plan_cache_info()["quantized_add"]["hits"] == 2
+    call(1)
+    assert synet.plan_cache_info()["quantized_add"]["misses"] == _cache.CAPACITY + 2
+
+
+def test_equal_values_in_other_arguments_are_other_keys():
+    """The kinds of the quantisation arguments are keyed per argument: a_scale=1, b_scale=1.0 is not
+    a_scale=1.0, b_scale=1 (both valid), and a str dtype is not the type."""
+    a = np.arange(8, dtype=np.uint8)
+    synet.quantized_add(a, a, a_scale=1, b_scale=1.0)
+    synet.quantized_add(a, a, a_scale=1.0, b_scale=1)
+    synet.quantized_add(a, a, dst_dtype="uint8")
+    synet.quantized_add(a, a, dst_dtype=np.uint8)
+    assert synet.plan_cache_info()["quantized_add"] == {"plans": 4, "capacity": _cache.CAPACITY, "hits": 0,
+                                                        "misses": 4}
+
+
 def test_unhashable_arguments_plan_without_the_cache():
     x = np.ones((1, 2, 3, 3), np.float32)
     w = np.ones((2, 2, 2, 2), np.float32)
