@@ -63,8 +63,8 @@ cdef int gather_run(const GatherPlan* plan, const void* src, const void* idx, vo
         return SYNET_INDEX_ERROR
     job.src, job.dst, job.elem_size, job.vector_gather = src, dst, plan.elem_size, _VECTOR_GATHER
     K.prepare(&job)
-    if job.outer * job.idx_count * job.inner < PARALLEL_MIN:   # no parallel region to open: the same tasks
-        for t in range(job.ntasks):
+    if n_threads <= 1 or job.outer * job.idx_count * job.inner < PARALLEL_MIN:
+        for t in range(job.ntasks):   # no parallel region to open (one thread's costs two futex calls)
             bad += K.task(&job, t)
     else:
         for t in prange(job.ntasks, schedule="static", num_threads=n_threads):

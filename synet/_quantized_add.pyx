@@ -104,7 +104,11 @@ cdef int qadd_run(const synet_qadd_plan* p, const void* a, const void* b, void* 
     if tiles == 1:  # no parallel region to open (its cost dominates small adds); the same bits
         K.tile(p, a, b, dst, 0, p.size)
         return SYNET_OK
-    for t in prange(tiles, schedule="static", num_threads=max(n_threads, 1), use_threads_if=p.size >= PARALLEL_MIN):
+    if n_threads <= 1 or p.size < PARALLEL_MIN:   # nor for one thread (its region costs two futex calls)
+        for t in range(tiles):
+            K.tile(p, a, b, dst, t * TILE, min(p.size, (t + 1) * TILE))
+        return SYNET_OK
+    for t in prange(tiles, schedule="static", num_threads=n_threads):
         K.tile(p, a, b, dst, t * TILE, min(p.size, (t + 1) * TILE))
     return SYNET_OK
 
