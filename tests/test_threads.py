@@ -1,6 +1,7 @@
 """Thread policy: defaults follow OpenMP (OMP_NUM_THREADS, threadpoolctl), explicit settings win."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -294,3 +295,70 @@ def test_an_absurd_thread_count_does_not_end_the_process(tmp_path):
     out = subprocess.run([sys.executable, "-c", _ABSURD], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert out.returncode == 0, (out.returncode, out.stderr[-500:])
     assert out.stdout.strip() == "ValueError", out.stdout
+
+
+COUNT_REGIONS = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+static long regions;
+typedef void (*parallel_fn)(void (*)(void *), void *, unsigned, unsigned);
+void GOMP_parallel(void (*fn)(void *), void *data, unsigned threads, unsigned flags)
+{
+    static parallel_fn next;   /* libgomp is loaded by the extensions, out of the global scope */
+    if (!next)
+        next = (parallel_fn)dlsym(dlopen("libgomp.so.1", RTLD_LAZY), "GOMP_parallel");
+    if (!next)
+        abort();
+    ++regions;
+    next(fn, data, threads, flags);
+}
+long synet_test_regions(void) { return regions; }
+"""
+
+ONE_THREAD_CALLS = r"""
+import ctypes, numpy as np, synet
+regions = ctypes.CDLL(None).synet_test_regions
+regions.restype = ctypes.c_long
+rng = np.random.default_rng(0)
+a, b = rng.integers(0, 256, 1 << 20, dtype=np.uint8), rng.integers(0, 256, 1 << 20, dtype=np.uint8)
+data = rng.standard_normal((256, 1024)).astype(np.float32)   # 8 blocks of a parallel BF16 conversion
+index = rng.integers(0, 1024, (256, 1024))
+x = rng.standard_normal((1, 64, 32, 32)).astype(np.float32)
+w = rng.standard_normal((64, 128, 4, 4)).astype(np.float32)
+calls = {
+    "quantized_add": lambda n: synet.quantized_add(a, b, a_scale=0.1, n_threads=n),
+    "gather_elements": lambda n: synet.gather_elements(data, index, 1, n_threads=n),
+    "conv_transpose2d": lambda n: synet.conv_transpose2d(x, w, None, 2, 1, n_threads=n),
+    "bfloat16": lambda n: synet.float32_to_bfloat16(data, n_threads=n),
+    "bfloat16 from float64": lambda n: synet.float32_to_bfloat16(data.astype(np.float64), n_threads=n),
+}
+for name, call in calls.items():
+    before = regions()
+    call(1)
+    one = regions() - before
+    before = regions()
+    call(2)
+    print(name, one, regions() - before)
+"""
+
+
+@pytest.mark.skipif(not OPENMP or sys.platform != "linux", reason="counts libgomp's parallel regions")
+def test_one_thread_opens_no_parallel_region(tmp_path):
+    """n_threads=1 runs on the calling thread: no OpenMP region, which even with one thread costs libgomp's
+    team setup and two futex system calls a call (a conv_transpose2d call made two, for its weights). Two
+    threads on work this size do open one (so the count sees them)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc to build the region counter")
+    source, shim = tmp_path / "count.c", tmp_path / "count.so"
+    source.write_text(COUNT_REGIONS)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(shim), str(source), "-ldl"], check=True)
+    env = dict(os.environ, LD_PRELOAD=str(shim))
+    result = subprocess.run([sys.executable, "-c", ONE_THREAD_CALLS], capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    counts = {line.rsplit(" ", 2)[0]: tuple(map(int, line.rsplit(" ", 2)[1:])) for line in result.stdout.splitlines()}
+    assert len(counts) == 5
+    for name, (one, two) in counts.items():
+        assert one == 0, f"{name}: {one} parallel regions with n_threads=1"
+        assert two >= 1, f"{name}: no parallel region with n_threads=2 (the counter sees none)"
