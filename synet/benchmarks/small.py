@@ -1,7 +1,10 @@
-"""Per-call cost: small tensors through the functional forms (S1-S4) and the contexts' forward (S5-S7),
-in microseconds per call, against PyTorch / NumPy / ml_dtypes on the same data."""
+"""Per-call cost: small tensors through the functional forms (S1-S4), the contexts' forward (S5-S7) and
+the first call of a new shape (S8, S9), in microseconds per call, against PyTorch / NumPy / ml_dtypes on
+the same data."""
 
 from __future__ import annotations
+
+import itertools
 
 import ml_dtypes
 import numpy as np
@@ -107,6 +110,48 @@ def _forward_deconvolution():
     return candidates
 
 
+
+# The first call of a geometry: every call a new shape, in a cycle longer than synet's plan cache (128 plans)
+# and oneDNN's primitive cache (1024), so each one plans afresh, as a model with dynamic shapes does.
+FIRST_CALL_SHAPES = [(h, w) for h in range(4, 37) for w in range(4, 37)]   # 1089
+
+
+def _first_call_deconvolution():
+    rng = np.random.default_rng(RNG_SEED)
+    xs = [rng.standard_normal((1, 8, h, w)).astype(np.float32) for h, w in FIRST_CALL_SHAPES]
+    w = rng.standard_normal((8, 8, 2, 2)).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    inputs = itertools.cycle(xs)
+    candidates = {"synet": lambda: synet.conv_transpose2d(next(inputs), w, b, stride=2, n_threads=1)}
+    torch = torch_single_thread()
+    if torch is not None:
+        txs = itertools.cycle([torch.from_numpy(x) for x in xs])
+        tw, tb = torch.from_numpy(w), torch.from_numpy(b)
+
+        def run():
+            with torch.inference_mode():
+                return torch.nn.functional.conv_transpose2d(next(txs), tw, tb, stride=2)
+        candidates["torch fp32"] = run
+    return candidates
+
+
+def _first_call_quantized_add():
+    rng = np.random.default_rng(RNG_SEED)
+    pairs = itertools.cycle([(rng.integers(0, 256, 1024 + k, dtype=np.uint8),
+                              rng.integers(0, 256, 1024 + k, dtype=np.uint8)) for k in range(len(FIRST_CALL_SHAPES))])
+    f32 = np.float32
+
+    def numpy_expression():
+        a, b = next(pairs)
+        value = (a.astype(f32) - f32(47)) * f32(0.010) + (b.astype(f32) - f32(30)) * f32(0.020)
+        return np.clip(np.rint(value / f32(0.015)) + f32(38), 0, 255).astype(np.uint8)
+
+    def run():
+        a, b = next(pairs)
+        return synet.quantized_add(a, b, a_scale=0.010, a_zero=47, b_scale=0.020, b_zero=30, dst_scale=0.015,
+                                   dst_zero=38, n_threads=1)
+    return {"synet": run, "numpy float32": numpy_expression}
+
 WORKLOADS = [
     Workload("S1", "conv_transpose2d NCHW 8x4x4 -> 8, k2 s2 (functional, per call)", _tiny_deconvolution,
              micro=True),
@@ -116,4 +161,8 @@ WORKLOADS = [
     Workload("S5", "QuantizedAdd.forward u8 64 elements, dst given", _forward_quantized_add, micro=True),
     Workload("S6", "GatherElements.forward f32 64 elements, dst given", _forward_gather, micro=True),
     Workload("S7", "Deconvolution16b.forward NHWC 32x1x1 -> 32, 1x1, dst given", _forward_deconvolution, micro=True),
+    Workload("S8", "conv_transpose2d NCHW 8xHxW -> 8, k2 s2, first call (a new shape each call)",
+             _first_call_deconvolution, micro=True),
+    Workload("S9", "quantized_add u8 1K elements, first call (a new length each call)", _first_call_quantized_add,
+             micro=True),
 ]
