@@ -115,20 +115,34 @@ def _int(value: object, name: str, minimum: int | None = None) -> int:
     return int(value)
 
 
+def _fields(three: bool) -> tuple:
+    """(axes, sizes, count fields, begin pads, end pads) of a ConvParams (2-D) or ConvParams3d."""
+    axes = ("z", "y", "x") if three else ("y", "x")
+    sizes = ("d", "h", "w") if three else ("h", "w")
+    counts = ("src_c", "dst_c", "group") + tuple(f"src_{a}" for a in sizes) + tuple(f"dst_{a}" for a in sizes) + \
+        tuple(f"{k}_{a}" for k in ("kernel", "dilation", "stride") for a in axes)
+    begin = (("pad_front",) if three else ()) + ("pad_y", "pad_x")
+    end = (("pad_back",) if three else ()) + ("pad_h", "pad_w")
+    return axes, sizes, counts, begin, end
+
+
+_FIELDS = {three: _fields(three) for three in (False, True)}
+
+
 def validate(given: object) -> ConvParams | ConvParams3d:
     """A normalised copy of a ConvParams or ConvParams3d, or TypeError / ValueError naming what was expected."""
     three = isinstance(given, ConvParams3d)
     if not three and not isinstance(given, ConvParams):
         raise TypeError(f"conv: expected a synet.ConvParams, got {type(given).__name__}")
     conv: Any = given
-    axes = ("z", "y", "x") if three else ("y", "x")
-    sizes = ("d", "h", "w") if three else ("h", "w")
-    counts = ["src_c", "dst_c", "group"] + [f"src_{a}" for a in sizes] + [f"dst_{a}" for a in sizes] + \
-        [f"{k}_{a}" for k in ("kernel", "dilation", "stride") for a in axes]
-    begin = (("pad_front",) if three else ()) + ("pad_y", "pad_x")
-    end = (("pad_back",) if three else ()) + ("pad_h", "pad_w")
-    v = {f: _int(getattr(conv, f), f"conv.{f}", 1) for f in counts}
-    v.update({f: _int(getattr(conv, f), f"conv.{f}") for f in begin + end})
+    axes, sizes, counts, begin, end = _FIELDS[three]
+    v: dict[str, int] = {}
+    for f in counts:   # plain ints as they are; anything else (and its message) through _int
+        value = getattr(conv, f)
+        v[f] = value if type(value) is int and value >= 1 else _int(value, f"conv.{f}", 1)
+    for f in begin + end:
+        value = getattr(conv, f)
+        v[f] = value if type(value) is int else _int(value, f"conv.{f}")
     if min(v[f] for f in begin) < 0:
         raise ValueError(f"conv.{', conv.'.join(begin)}: expected pads >= 0, got {', '.join(str(v[f]) for f in begin)}")
     for f, a in zip(end, axes):  # a negative end pad is PyTorch's output_padding
@@ -216,13 +230,18 @@ def axis_phases(stride: int, dilation: int, kernel: int, pad_begin: int, src: in
 
 
 def border_outputs(phases, stride: int, pad_begin: int, src: int, dst: int) -> np.ndarray:
-    """Flags [dst] of one axis: 1 for an output some tap of whose phase reads outside [0, src)."""
+    """Flags [dst] of one axis: 1 for an output some tap of whose phase reads outside [0, src). Phase r's
+    outputs are r - pad_begin + stride * j (j0 <= j < j0 + count); its taps stay inside for
+    -min(offsets) <= j < src - max(offsets): the flagged ones are a head and a tail, set as strided slices."""
     flags = np.zeros(dst, np.int64)
     for r, (taps, j0, count) in enumerate(phases):
         if taps and count:
             offsets = [o for _, o in taps]
-            j = np.arange(j0, j0 + count, dtype=np.int64)
-            flags[r - pad_begin + stride * j] = (j + min(offsets) < 0) | (j + max(offsets) >= src)
+            first, end = r - pad_begin + stride * j0, j0 + count
+            inside_begin = min(max(-min(offsets), j0), end)
+            inside_end = max(min(src - max(offsets), end), inside_begin)
+            flags[first:first + stride * (inside_begin - j0):stride] = 1
+            flags[first + stride * (inside_end - j0):first + stride * count:stride] = 1
     return flags
 
 
@@ -300,7 +319,7 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
     jz, rz = np.divmod(np.arange(dst[0], dtype=np.int64) + pad_begin[0], stride[0])
     jy, ry = np.divmod(np.arange(dst[1], dtype=np.int64) + pad_begin[1], stride[1])
     row_phase = (rz[:, None] * stride[1] + ry[None, :]).reshape(-1)
-    row_z, row_index = np.repeat(jz, dst[1]), np.tile(jy, dst[0])
+    row_z, row_index = np.repeat(jz, dst[1]), np.broadcast_to(jy, (dst[0], dst[1])).ravel()
     nrows = row_phase.size
     col_first = [ph[1] for ph in phases_x]
     col_count = [ph[2] for ph in phases_x]
