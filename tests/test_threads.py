@@ -353,9 +353,10 @@ def test_one_thread_opens_no_parallel_region(tmp_path):
     source, shim = tmp_path / "count.c", tmp_path / "count.so"
     source.write_text(COUNT_REGIONS)
     subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(shim), str(source), "-ldl"], check=True)
-    env = dict(os.environ, LD_PRELOAD=str(shim))
+    # after what is preloaded already (the sanitizer run's libasan must stay first)
+    env = dict(os.environ, LD_PRELOAD=f"{os.environ.get('LD_PRELOAD', '')} {shim}".strip())
     result = subprocess.run([sys.executable, "-c", ONE_THREAD_CALLS], capture_output=True, text=True, env=env,
-                            timeout=300)
+                            timeout=300, cwd=tmp_path)   # not the checkout: the installed synet
     assert result.returncode == 0, result.stderr
     counts = {line.rsplit(" ", 2)[0]: tuple(map(int, line.rsplit(" ", 2)[1:])) for line in result.stdout.splitlines()}
     assert len(counts) == 5
