@@ -451,8 +451,10 @@ cdef inline object _key_of(object value, unsigned long long* kinds):
     """One argument's part of the plan key: the plain scalars (the usual arguments) as they are, their type
     in 3 more bits of *kinds (so that 1, 1.0 and True key apart); anything else by _cache.key_of."""
     cdef object kind = type(value)
-    cdef unsigned long long code = 1
-    if kind is float:
+    cdef unsigned long long code
+    if value is None:
+        code = 1
+    elif kind is float:
         code = 2
     elif kind is int:
         code = 3
@@ -460,7 +462,7 @@ cdef inline object _key_of(object value, unsigned long long* kinds):
         code = 4
     elif kind is type:
         code = 5
-    elif value is not None:
+    else:
         code = 0
         value = _cache.key_of(value)
     kinds[0] = kinds[0] << 3 | code

@@ -4,6 +4,7 @@ the same data."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import ml_dtypes
@@ -16,37 +17,44 @@ from . import Workload, torch_single_thread
 RNG_SEED = 2026
 
 
+def _synet_deconvolution(x, w, b):
+    return synet.conv_transpose2d(x, w, b, stride=2, n_threads=1)
+
+
+def _torch_deconvolution(torch, x, w, b):
+    with torch.inference_mode():
+        return torch.nn.functional.conv_transpose2d(x, w, b, stride=2)
+
+
 def _tiny_deconvolution():
     rng = np.random.default_rng(RNG_SEED)
     x = rng.standard_normal((1, 8, 4, 4)).astype(np.float32)
     w = rng.standard_normal((8, 8, 2, 2)).astype(np.float32)
     b = rng.standard_normal(8).astype(np.float32)
-    candidates = {"synet": lambda: synet.conv_transpose2d(x, w, b, stride=2, n_threads=1)}
+    candidates = {"synet": functools.partial(_synet_deconvolution, x, w, b)}
     torch = torch_single_thread()
     if torch is not None:
-        tx, tw, tb = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b)
-
-        def run():
-            with torch.inference_mode():
-                return torch.nn.functional.conv_transpose2d(tx, tw, tb, stride=2)
-        candidates["torch fp32"] = run
+        candidates["torch fp32"] = functools.partial(_torch_deconvolution, torch, *map(torch.from_numpy, (x, w, b)))
     return candidates
+
+
+def _synet_quantized_add(a, b):
+    return synet.quantized_add(a, b, a_scale=0.010, a_zero=47, b_scale=0.020, b_zero=30, dst_scale=0.015,
+                               dst_zero=38, n_threads=1)
+
+
+def _numpy_quantized_add(a, b):
+    """_synet_quantized_add in NumPy float32 (round half to even, clamped)."""
+    f32 = np.float32
+    value = (a.astype(f32) - f32(47)) * f32(0.010) + (b.astype(f32) - f32(30)) * f32(0.020)
+    return np.clip(np.rint(value / f32(0.015)) + f32(38), 0, 255).astype(np.uint8)
 
 
 def _small_quantized_add():
     rng = np.random.default_rng(RNG_SEED)
     a, b = rng.integers(0, 256, 1024, dtype=np.uint8), rng.integers(0, 256, 1024, dtype=np.uint8)
-    f32 = np.float32
-
-    def numpy_expression():
-        value = (a.astype(f32) - f32(47)) * f32(0.010) + (b.astype(f32) - f32(30)) * f32(0.020)
-        return np.clip(np.rint(value / f32(0.015)) + f32(38), 0, 255).astype(np.uint8)
-
-    return {
-        "synet": lambda: synet.quantized_add(a, b, a_scale=0.010, a_zero=47, b_scale=0.020, b_zero=30,
-                                             dst_scale=0.015, dst_zero=38, n_threads=1),
-        "numpy float32": numpy_expression,
-    }
+    return {"synet": functools.partial(_synet_quantized_add, a, b),
+            "numpy float32": functools.partial(_numpy_quantized_add, a, b)}
 
 
 def _small_gather():
@@ -110,7 +118,6 @@ def _forward_deconvolution():
     return candidates
 
 
-
 # The first call of a geometry: every call a new shape, in a cycle longer than synet's plan cache (128 plans)
 # and oneDNN's primitive cache (1024), so each one plans afresh, as a model with dynamic shapes does.
 FIRST_CALL_SHAPES = [(h, w) for h in range(4, 37) for w in range(4, 37)]   # 1089
@@ -122,16 +129,12 @@ def _first_call_deconvolution():
     w = rng.standard_normal((8, 8, 2, 2)).astype(np.float32)
     b = rng.standard_normal(8).astype(np.float32)
     inputs = itertools.cycle(xs)
-    candidates = {"synet": lambda: synet.conv_transpose2d(next(inputs), w, b, stride=2, n_threads=1)}
+    candidates = {"synet": lambda: _synet_deconvolution(next(inputs), w, b)}
     torch = torch_single_thread()
     if torch is not None:
         txs = itertools.cycle([torch.from_numpy(x) for x in xs])
         tw, tb = torch.from_numpy(w), torch.from_numpy(b)
-
-        def run():
-            with torch.inference_mode():
-                return torch.nn.functional.conv_transpose2d(next(txs), tw, tb, stride=2)
-        candidates["torch fp32"] = run
+        candidates["torch fp32"] = lambda: _torch_deconvolution(torch, next(txs), tw, tb)
     return candidates
 
 
@@ -139,18 +142,9 @@ def _first_call_quantized_add():
     rng = np.random.default_rng(RNG_SEED)
     pairs = itertools.cycle([(rng.integers(0, 256, 1024 + k, dtype=np.uint8),
                               rng.integers(0, 256, 1024 + k, dtype=np.uint8)) for k in range(len(FIRST_CALL_SHAPES))])
-    f32 = np.float32
+    return {"synet": lambda: _synet_quantized_add(*next(pairs)),
+            "numpy float32": lambda: _numpy_quantized_add(*next(pairs))}
 
-    def numpy_expression():
-        a, b = next(pairs)
-        value = (a.astype(f32) - f32(47)) * f32(0.010) + (b.astype(f32) - f32(30)) * f32(0.020)
-        return np.clip(np.rint(value / f32(0.015)) + f32(38), 0, 255).astype(np.uint8)
-
-    def run():
-        a, b = next(pairs)
-        return synet.quantized_add(a, b, a_scale=0.010, a_zero=47, b_scale=0.020, b_zero=30, dst_scale=0.015,
-                                   dst_zero=38, n_threads=1)
-    return {"synet": run, "numpy float32": numpy_expression}
 
 WORKLOADS = [
     Workload("S1", "conv_transpose2d NCHW 8x4x4 -> 8, k2 s2 (functional, per call)", _tiny_deconvolution,
