@@ -21,7 +21,7 @@ from synet._csrc cimport (
     SYNET_QADD_I8, SYNET_QADD_LOOKUP, SYNET_QADD_U8, SYNET_VALUE_ERROR, synet_qadd_consts, synet_qadd_kernels,
     synet_qadd_kernels_at, synet_qadd_plan,
 )
-from synet._fastpath cimport data_of, is_operand, is_output, new_like, overlaps
+from synet._fastpath cimport data_of, is_operand, is_output, new_array, new_like, overlaps, same_shape
 from synet._kernels cimport call_threads, kernel_level
 
 cdef extern from "quantized_add.h" nogil:
@@ -67,6 +67,18 @@ cdef enum:
     # output elements from which a call releases the GIL (below, that costs more than the add; the
     # slowest activation then holds it for ~30 us at most)
     NOGIL_MIN = 1 << 10
+
+# How the functional form's operands pair up. In SAME_SHAPE, A_ONE and B_ONE (with per-tensor quantisation)
+# the plan's walk is one row of the whole output, so one plan serves every shape of that pairing: the plan
+# cache keys them without their shapes (only by whether the size reaches the planner's LUT_MIN).
+cdef enum:
+    SHAPED = 0       # any other broadcast: a plan per pair of shapes
+    SAME_SHAPE = 1   # a and b of one shape
+    A_ONE = 2        # a holds one element and has no more dimensions than b: the output has b's shape
+    B_ONE = 3        # the same with a and b swapped
+
+cdef Py_ssize_t _LUT_MIN = planning.LUT_MIN, _STREAM_MIN = planning.STREAM_MIN
+
 
 cdef bint _known_type(int t) noexcept nogil:
     return t == SYNET_QADD_F32 or t == SYNET_QADD_U8 or t == SYNET_QADD_I8
@@ -252,30 +264,46 @@ cdef _check_alias(dst, operand, str name):
                              f"with dtype {operand.dtype} and {operand.size} elements)")
 
 
-cdef object _forward(_QaddState st, a, b, dst, int threads):
-    """The checked run of one prepared add: the fast path of forward and of the functional form."""
+cdef object _forward(_QaddState st, a, b, dst, int threads, int pairing=SHAPED):
+    """The checked run of one prepared add: the fast path of forward and of the functional form. A
+    `pairing` other than SHAPED (functional form only) runs the plan's one-row walk on this call's sizes."""
     cdef int status
-    if not is_operand(a, st.a_dtype, None, st.a_size):
-        check_buffer(a, "a", (st.a_dtype,), st.a_size)
-    if not is_operand(b, st.b_dtype, None, st.b_size):
-        check_buffer(b, "b", (st.b_dtype,), st.b_size)
+    cdef synet_qadd_plan flat
+    cdef const synet_qadd_plan* p = &st.plan
+    cdef Py_ssize_t a_size = st.a_size, b_size = st.b_size
+    shaped_like = None
+    if pairing != SHAPED:
+        a_size, b_size = cnp.PyArray_SIZE(<cnp.ndarray>a), cnp.PyArray_SIZE(<cnp.ndarray>b)
+        shaped_like = b if pairing == A_ONE else a
+        flat = st.plan   # a copy: the cached plan stays shared and unchanged
+        flat.size = flat.inner = b_size if pairing == A_ONE else a_size
+        flat.a_scalar = pairing == A_ONE and flat.size > 1
+        flat.b_scalar = pairing == B_ONE and flat.size > 1
+        flat.stream = flat.size >= _STREAM_MIN
+        p = &flat
+    if not is_operand(a, st.a_dtype, None, a_size):
+        check_buffer(a, "a", (st.a_dtype,), a_size)
+    if not is_operand(b, st.b_dtype, None, b_size):
+        check_buffer(b, "b", (st.b_dtype,), b_size)
     if dst is None:
-        dst = new_like(st.dst_dtype, st.out_shape)
+        dst = new_like(st.dst_dtype, st.out_shape) if shaped_like is None else \
+            new_array(st.dst_dtype, cnp.PyArray_NDIM(<cnp.ndarray>shaped_like),
+                      cnp.PyArray_DIMS(<cnp.ndarray>shaped_like))
     else:
-        if not is_output(dst, st.dst_dtype, None, st.plan.size):
-            check_buffer(dst, "dst", (st.dst_dtype,), st.plan.size, writeable=True)
+        if not is_output(dst, st.dst_dtype, None, p.size):
+            check_buffer(dst, "dst", (st.dst_dtype,), p.size, writeable=True)
         _check_alias(dst, a, "a")
         _check_alias(dst, b, "b")
-    if st.plan.size == 0:
+    if p.size == 0:
         return dst
     cdef const void* pa = data_of(a)
     cdef const void* pb = data_of(b)
     cdef void* pd = data_of(dst)
-    if st.plan.size < NOGIL_MIN:
-        status = qadd_run(&st.plan, pa, pb, pd, threads)
+    if p.size < NOGIL_MIN:
+        status = qadd_run(p, pa, pb, pd, threads)
     else:
         with nogil:
-            status = qadd_run(&st.plan, pa, pb, pd, threads)
+            status = qadd_run(p, pa, pb, pd, threads)
     if status != SYNET_OK:
         raise internal_error("QuantizedAdd.forward", status)
     return dst
@@ -469,6 +497,27 @@ cdef inline object _key_of(object value, unsigned long long* kinds):
     return value
 
 
+cdef int _pairing(object a, object b) noexcept:
+    """SAME_SHAPE, A_ONE or B_ONE when the operands (ndarrays) pair up so, else SHAPED."""
+    cdef cnp.ndarray x = <cnp.ndarray>a, y = <cnp.ndarray>b
+    if same_shape(x, y):
+        return SAME_SHAPE
+    if cnp.PyArray_SIZE(x) == 1 and cnp.PyArray_NDIM(x) <= cnp.PyArray_NDIM(y):
+        return A_ONE
+    if cnp.PyArray_SIZE(y) == 1 and cnp.PyArray_NDIM(y) <= cnp.PyArray_NDIM(x):
+        return B_ONE
+    return SHAPED
+
+
+cdef bint _plain_numbers(a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero) noexcept:
+    """Whether every quantisation argument is a Python float or int (so per tensor: one channel)."""
+    cdef object x
+    for x in (a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero):
+        if type(x) is not float and type(x) is not int:
+            return False
+    return True
+
+
 def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_scale=1.0, dst_zero=0,
                   dst_dtype=np.uint8, activation="identity", activation_params=None, axis=1, out=None,
                   n_threads=None):
@@ -478,7 +527,9 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     ``value = Activate(a' + b')``; a uint8 / int8 result is
     ``clamp(round_half_even(value / dst_scale) + dst_zero, lo, hi)`` (NaN -> lo, +-inf and values
     beyond the range saturate), a float32 result is ``value``. Plans are cached by their arguments
-    (``synet.plan_cache_info()``), so a repeated call does no planning.
+    (``synet.plan_cache_info()``), so a repeated call does no planning; operands of one shape, or one of
+    a single element, with number-valued quantisation and no `activation_params`, share one plan across
+    shapes.
 
     Parameters
     ----------
@@ -517,9 +568,14 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
         require_array(out, "out")
     a = _operand(a, "a")
     b = _operand(b, "b")
+    cdef int pairing = _pairing(a, b) if activation_params is None and _plain_numbers(
+        a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero) else SHAPED
+    shaped_like = b if pairing == A_ONE else a
+    geometry = (a.shape, b.shape) if pairing == SHAPED else \
+        (pairing, cnp.PyArray_SIZE(<cnp.ndarray>shaped_like) >= _LUT_MIN)
     cdef unsigned long long kinds = 0
     try:
-        key = (a.shape, cnp.PyArray_TYPE(<cnp.ndarray>a), b.shape, cnp.PyArray_TYPE(<cnp.ndarray>b),
+        key = (geometry, cnp.PyArray_TYPE(<cnp.ndarray>a), cnp.PyArray_TYPE(<cnp.ndarray>b),
                _key_of(a_scale, &kinds), _key_of(a_zero, &kinds), _key_of(b_scale, &kinds),
                _key_of(b_zero, &kinds), _key_of(dst_scale, &kinds), _key_of(dst_zero, &kinds),
                _key_of(dst_dtype, &kinds), _key_of(activation, &kinds), _key_of(activation_params, &kinds),
@@ -542,9 +598,10 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
         if key is not None:
             _CACHE.put(key, state)
     st = <_QaddState>state
-    if out is not None and (out.shape != st.out_shape or out.dtype != st.dst_dtype):
-        raise ValueError(f"out: expected shape {st.out_shape} and dtype {st.dst_dtype}, got shape {out.shape} "
+    expected = st.out_shape if pairing == SHAPED else shaped_like.shape
+    if out is not None and (out.shape != expected or out.dtype != st.dst_dtype):
+        raise ValueError(f"out: expected shape {expected} and dtype {st.dst_dtype}, got shape {out.shape} "
                          f"and dtype {out.dtype}")
     if out is not None and (not out.flags.c_contiguous or not out.flags.writeable):
         raise ValueError("out: expected a writeable C-contiguous array")
-    return _forward(st, a, b, out, threads)
+    return _forward(st, a, b, out, threads, pairing)

@@ -1,6 +1,7 @@
 """The functional forms' plan cache (a hit is exactly as correct as a miss, thread-safe, bounded) and
 their empty tensors (the right shape, never an error, never a kernel)."""
 
+import re
 import threading
 
 import ml_dtypes
@@ -9,6 +10,7 @@ import pytest
 
 import synet
 from synet import _cache
+from synet._quantized_add_plan import LUT_MIN
 
 
 @pytest.fixture(autouse=True)
@@ -153,6 +155,84 @@ def test_functional_gather_and_add_reuse_plans():
     second = synet.quantized_add(a, a[::-1].copy(), a_scale=0.01, b_scale=0.02, activation="gelu")
     assert np.array_equal(first, second)
     assert synet.plan_cache_info()["quantized_add"]["hits"] == 1
+
+
+QUANT = dict(a_scale=0.01, a_zero=47, b_scale=0.02, b_zero=30, dst_scale=0.015, dst_zero=38)
+# (a's shape, b's shape) in call order; the first of each pairing has one element, so its plan's walk has no
+# broadcast operand, which the later (larger) calls of that pairing need
+PAIRINGS = {
+    "same shape": [((1,), (1,)), ((5,), (5,)), ((), ()), ((3, 1, 4), (3, 1, 4)), ((0, 3), (0, 3)),
+                   ((2, 64, 65), (2, 64, 65))],
+    "a of one element": [((1,), (1, 1)), ((), (5,)), ((1, 1), (3, 1, 4)), ((1,), (0, 3)), ((1, 1, 1), (2, 64, 65))],
+    "b of one element": [((1, 1), (1,)), ((5,), ()), ((3, 1, 4), (1, 1)), ((0, 3), (1,)), ((2, 64, 65), (1, 1, 1))],
+}
+
+
+@pytest.mark.parametrize("activation", ["identity", "relu", "gelu"])
+@pytest.mark.parametrize("dtypes", [(np.uint8, np.uint8, np.uint8), (np.int8, np.float32, np.uint8),
+                                    (np.uint8, np.int8, np.float32)])
+@pytest.mark.parametrize("pairing", sorted(PAIRINGS))
+def test_elementwise_adds_share_one_plan_across_shapes(pairing, dtypes, activation):
+    """Operands of one shape, or one of a single element (rank not above the other's), with per-tensor
+    quantisation: one plan serves every shape of that pairing, with the bits and shape of a context made for
+    the shape."""
+    rng = np.random.default_rng(5)
+    a_dtype, b_dtype, dst_dtype = dtypes
+    for a_shape, b_shape in PAIRINGS[pairing]:
+        a = rng.integers(-128 if a_dtype == np.int8 else 0, 128, a_shape).astype(a_dtype)
+        b = rng.integers(-128 if b_dtype == np.int8 else 0, 128, b_shape).astype(b_dtype)
+        got = synet.quantized_add(a, b, **QUANT, dst_dtype=dst_dtype, activation=activation)
+        context = synet.QuantizedAdd(a_shape, a_dtype, 0.01, 47, b_shape, b_dtype, 0.02, 30, activation, None,
+                                     dst_dtype, 0.015, 38)
+        expected = context.forward(a, b)
+        assert got.shape == expected.shape and got.dtype == expected.dtype
+        assert got.tobytes() == expected.tobytes(), (a_shape, b_shape)
+        out = np.empty(expected.shape, dst_dtype)
+        assert synet.quantized_add(a, b, **QUANT, dst_dtype=dst_dtype, activation=activation, out=out) is out
+        assert out.tobytes() == expected.tobytes()
+        with pytest.raises(ValueError, match=re.escape(f"out: expected shape {expected.shape}")):
+            synet.quantized_add(a, b, **QUANT, dst_dtype=dst_dtype, activation=activation,
+                                out=np.empty(expected.shape + (1,), dst_dtype))
+    assert synet.plan_cache_info()["quantized_add"]["plans"] == 1
+
+
+def test_a_lookup_sized_add_gets_its_own_plan():
+    """From the planner's LUT_MIN outputs on, 1-byte adds may use a lookup table: another plan, built once."""
+    rng = np.random.default_rng(6)
+    for n in (LUT_MIN - 1, LUT_MIN, 3 * LUT_MIN + 5, 7):
+        a, b = rng.integers(0, 256, (2, n), dtype=np.uint8)
+        got = synet.quantized_add(a, b, **QUANT, activation="gelu")
+        context = synet.QuantizedAdd([n], "u8", 0.01, 47, [n], "u8", 0.02, 30, "gelu", None, "u8", 0.015, 38)
+        assert got.tobytes() == context.forward(a, b).tobytes()
+    assert synet.plan_cache_info()["quantized_add"] == {"plans": 2, "capacity": _cache.CAPACITY, "hits": 2,
+                                                        "misses": 2}
+
+
+@pytest.mark.parametrize("arguments", [
+    dict(a_shape=(4, 1), b_shape=(1, 5)),                          # a broadcast in both directions
+    dict(a_shape=(1, 1, 1), b_shape=(5,)),                         # a single element of higher rank
+    dict(a_scale=np.float32(0.01)),                                # not a Python float
+    dict(dst_zero=np.array([38, 39, 40])),                         # per axis
+    dict(activation="leaky_relu", activation_params=[0.2]),       # activation parameters given
+])
+def test_other_adds_plan_per_shape(arguments):
+    """Any other call keeps a plan per pair of shapes (and is as exact: compared with a context)."""
+    rng = np.random.default_rng(7)
+    a_shape, b_shape = arguments.pop("a_shape", (2, 3, 4)), arguments.pop("b_shape", (2, 3, 4))
+    q = dict(QUANT, **arguments)
+    for scale in (1, 2):
+        a_at = tuple(n * scale if n > 1 else n for n in a_shape)
+        b_at = tuple(n * scale if n > 1 else n for n in b_shape)
+        if "dst_zero" in arguments:
+            a_at, b_at = (scale, 3, 4), (scale, 3, 4)
+        a = rng.integers(0, 256, a_at, dtype=np.uint8)
+        b = rng.integers(0, 256, b_at, dtype=np.uint8)
+        got = synet.quantized_add(a, b, **q)
+        context = synet.QuantizedAdd(a_at, "u8", q["a_scale"], q["a_zero"], b_at, "u8", q["b_scale"], q["b_zero"],
+                                     q.get("activation", "identity"), q.get("activation_params"), "u8",
+                                     q["dst_scale"], q["dst_zero"])
+        assert got.tobytes() == context.forward(a, b).tobytes()
+    assert synet.plan_cache_info()["quantized_add"]["plans"] == 2
 
 
 # ---------------------------------------------------------------------------------------------

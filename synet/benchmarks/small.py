@@ -1,5 +1,5 @@
 """Per-call cost: small tensors through the functional forms (S1-S4), the contexts' forward (S5-S7) and
-the first call of a new shape (S8, S9), in microseconds per call, against PyTorch / NumPy / ml_dtypes on
+the first call of a new shape (S8-S10), in microseconds per call, against PyTorch / NumPy / ml_dtypes on
 the same data."""
 
 from __future__ import annotations
@@ -146,6 +146,15 @@ def _first_call_quantized_add():
             "numpy float32": lambda: _numpy_quantized_add(*next(pairs))}
 
 
+def _first_call_broadcast_add():
+    rng = np.random.default_rng(RNG_SEED)
+    bias = rng.integers(0, 256, (1, 8, 1, 1), dtype=np.uint8)
+    pairs = itertools.cycle([(rng.integers(0, 256, (1, 8, h, w), dtype=np.uint8), bias)
+                             for h, w in FIRST_CALL_SHAPES])
+    return {"synet": lambda: _synet_quantized_add(*next(pairs)),
+            "numpy float32": lambda: _numpy_quantized_add(*next(pairs))}
+
+
 WORKLOADS = [
     Workload("S1", "conv_transpose2d NCHW 8x4x4 -> 8, k2 s2 (functional, per call)", _tiny_deconvolution,
              micro=True),
@@ -159,4 +168,6 @@ WORKLOADS = [
              _first_call_deconvolution, micro=True),
     Workload("S9", "quantized_add u8 1K elements, first call (a new length each call)", _first_call_quantized_add,
              micro=True),
+    Workload("S10", "quantized_add u8 1x8xHxW + 1x8x1x1, first call (a new shape each call)",
+             _first_call_broadcast_add, micro=True),
 ]
