@@ -47,6 +47,8 @@ cdef extern from "quantized_add.h" nogil:
     void synet_qadd_plan_set_lanes(synet_qadd_plan* plan, const synet_qadd_lanes* lanes)
     bint synet_qadd_plan_lanes_ok(const synet_qadd_plan* plan)
 
+import math
+
 import numpy as np
 
 from . import _cache
@@ -149,7 +151,7 @@ cdef _QaddState _new_state(planned):
     st.a_dtype = planning.IO_DTYPES[planned.a_type]
     st.b_dtype = planning.IO_DTYPES[planned.b_type]
     st.dst_dtype = planning.IO_DTYPES[planned.dst_type]
-    st.a_size, st.b_size = int(np.prod(planned.a_shape)), int(np.prod(planned.b_shape))
+    st.a_size, st.b_size = math.prod(planned.a_shape), math.prod(planned.b_shape)
     st.out_shape = planned.out_shape
     st.act_params = planned.act_params
     st.table = planned.table
