@@ -196,6 +196,31 @@ def test_elementwise_adds_share_one_plan_across_shapes(pairing, dtypes, activati
     assert synet.plan_cache_info()["quantized_add"]["plans"] == 1
 
 
+def test_four_threads_share_one_elementwise_plan():
+    """Threads running one shared element-wise plan on different lengths at once (each call runs its own copy
+    of the plan's sizes): every result as a context of its length gives it."""
+    rng = np.random.default_rng(8)
+    sizes = [1, 7, 64, 1000, 5000, 70000]
+    inputs = [rng.integers(0, 256, (2, n), dtype=np.uint8) for n in sizes]
+    expected = [synet.QuantizedAdd([n], "u8", 0.01, 47, [n], "u8", 0.02, 30, "gelu", None, "u8", 0.015, 38)
+                .forward(a, b) for n, (a, b) in zip(sizes, inputs)]
+    errors = []
+
+    def work(seed):
+        for i in np.random.default_rng(seed).permutation(len(sizes) * 20) % len(sizes):
+            a, b = inputs[i]
+            if synet.quantized_add(a, b, **QUANT, activation="gelu").tobytes() != expected[i].tobytes():
+                errors.append(i)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert synet.plan_cache_info()["quantized_add"]["plans"] == 1
+
+
 def test_a_lookup_sized_add_gets_its_own_plan():
     """From the planner's LUT_MIN outputs on, 1-byte adds may use a lookup table: another plan, built once."""
     rng = np.random.default_rng(6)
