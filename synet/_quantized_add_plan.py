@@ -12,6 +12,7 @@ along one output axis.
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import math
 import numbers
@@ -148,6 +149,10 @@ def _quantisation(name: str, data_type: DataType, scale: object, zero: object, s
                   axis: int, per_axis: dict) -> tuple[list, list]:
     """Checked scale and zero lists of one tensor (length 1, or its size along `axis`, > 1); per-axis ones
     record their output axis in `per_axis` (name -> (output axis, length))."""
+    if type(scale) in (float, int) and type(zero) is int:  # the usual call, valid: no per-axis analysis
+        lo, hi = ZERO_RANGES[data_type]
+        if math.isfinite(scale) and scale > 0 and lo <= zero <= hi:
+            return [float(scale)], [zero]
     scales, scale_axis = _values(scale, f"{name}_scale", _scale)
     zeros, zero_axis = _values(zero, f"{name}_zero", lambda v, n: _zero(v, n, data_type))
     for values, param, is_axis in ((scales, f"{name}_scale", scale_axis), (zeros, f"{name}_zero", zero_axis)):
@@ -228,7 +233,7 @@ def _folded_in_doubles(ka: float, kb: float, kc: float) -> bool:
     sums in float64 (then one float64 sum rounded to float32 is the fma): a byte times a float32 has <= 32
     significant bits, and sums of multiples of 2^e below 2^(e + 53) are exact. The inner result, rounded
     to float32, is a multiple of 2^e1 like the exact sum it rounds."""
-    ka, kb, kc = (float(np.float32(k)) for k in (ka, kb, kc))
+    ka, kb, kc = array.array("f", (ka, kb, kc))   # rounded to float32
     e1 = min(_ulp_exponent(kb), _ulp_exponent(kc))
     e2 = min(_ulp_exponent(ka), e1)
     m1 = 255.0 * abs(kb) + abs(kc)
