@@ -149,7 +149,7 @@ def _quantisation(name: str, data_type: DataType, scale: object, zero: object, s
                   axis: int, per_axis: dict) -> tuple[list, list]:
     """Checked scale and zero lists of one tensor (length 1, or its size along `axis`, > 1); per-axis ones
     record their output axis in `per_axis` (name -> (output axis, length))."""
-    if type(scale) in (float, int) and type(zero) is int:  # the usual call, valid: no per-axis analysis
+    if (type(scale) is float or type(scale) is int) and type(zero) is int:  # the usual call: no per-axis analysis
         lo, hi = ZERO_RANGES[data_type]
         if math.isfinite(scale) and scale > 0 and lo <= zero <= hi:
             return [float(scale)], [zero]
