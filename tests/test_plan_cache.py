@@ -123,6 +123,15 @@ def test_unhashable_arguments_plan_without_the_cache():
     assert np.array_equal(y, z)
 
 
+def _in_threads(work, count):
+    """work(0), ..., work(count - 1), each on a thread of its own, all at once; returns when all are done."""
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def test_four_threads_share_the_cache():
     rng = np.random.default_rng(3)
     shapes = [(1, 8, 5 + k, 6) for k in range(6)]
@@ -139,11 +148,7 @@ def test_four_threads_share_the_cache():
             if not np.array_equal(got.view(np.uint32), expected[i].view(np.uint32)):
                 errors.append(i)
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _in_threads(work, 4)
     assert not errors
     info = synet.plan_cache_info()["conv_transpose2d"]
     assert info["plans"] == len(inputs) and info["hits"] + info["misses"] == 4 * 20 * len(inputs)
@@ -212,11 +217,7 @@ def test_four_threads_share_one_elementwise_plan():
             if synet.quantized_add(a, b, **QUANT, activation="gelu").tobytes() != expected[i].tobytes():
                 errors.append(i)
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _in_threads(work, 4)
     assert not errors
     assert synet.plan_cache_info()["quantized_add"]["plans"] == 1
 

@@ -138,21 +138,23 @@ def _first_call_deconvolution():
     return candidates
 
 
+def _cycled_adds(pairs):
+    """synet's quantized add and NumPy's expression, each call on the next (a, b) of the cycle."""
+    cycle = itertools.cycle(pairs)
+    return {"synet": lambda: _synet_quantized_add(*next(cycle)),
+            "numpy float32": lambda: _numpy_quantized_add(*next(cycle))}
+
+
 def _first_call_quantized_add():
     rng = np.random.default_rng(RNG_SEED)
-    pairs = itertools.cycle([(rng.integers(0, 256, 1024 + k, dtype=np.uint8),
-                              rng.integers(0, 256, 1024 + k, dtype=np.uint8)) for k in range(len(FIRST_CALL_SHAPES))])
-    return {"synet": lambda: _synet_quantized_add(*next(pairs)),
-            "numpy float32": lambda: _numpy_quantized_add(*next(pairs))}
+    return _cycled_adds([(rng.integers(0, 256, 1024 + k, dtype=np.uint8),
+                          rng.integers(0, 256, 1024 + k, dtype=np.uint8)) for k in range(len(FIRST_CALL_SHAPES))])
 
 
 def _first_call_broadcast_add():
     rng = np.random.default_rng(RNG_SEED)
     bias = rng.integers(0, 256, (1, 8, 1, 1), dtype=np.uint8)
-    pairs = itertools.cycle([(rng.integers(0, 256, (1, 8, h, w), dtype=np.uint8), bias)
-                             for h, w in FIRST_CALL_SHAPES])
-    return {"synet": lambda: _synet_quantized_add(*next(pairs)),
-            "numpy float32": lambda: _numpy_quantized_add(*next(pairs))}
+    return _cycled_adds([(rng.integers(0, 256, (1, 8, h, w), dtype=np.uint8), bias) for h, w in FIRST_CALL_SHAPES])
 
 
 WORKLOADS = [
