@@ -180,7 +180,7 @@ cdef _QaddState _new_state(planned):
     p.a_strides = p.outer_shape + width
     p.b_strides = p.outer_shape + 2 * width
     p.a_scalar, p.b_scalar = planned.a_scalar, planned.b_scalar
-    p.stream = planned.size >= planning.STREAM_MIN
+    p.stream = planned.size >= _STREAM_MIN
     synet_qadd_plan_set_lanes(p, NULL)
     if planned.lanes is not None:
         st.lanes_arrays = planned.lanes
@@ -266,21 +266,20 @@ cdef _check_alias(dst, operand, str name):
                              f"with dtype {operand.dtype} and {operand.size} elements)")
 
 
-cdef object _forward(_QaddState st, a, b, dst, int threads, int pairing=SHAPED):
-    """The checked run of one prepared add: the fast path of forward and of the functional form. A
-    `pairing` other than SHAPED (functional form only) runs the plan's one-row walk on this call's sizes."""
+cdef object _forward(_QaddState st, a, b, dst, int threads, shaped_like=None):
+    """The checked run of one prepared add: the fast path of forward and of the functional form. With
+    `shaped_like` (functional form only: the operand whose shape the output has, when the plan's walk is one
+    row of the output), the plan runs on this call's sizes."""
     cdef int status
     cdef synet_qadd_plan flat
     cdef const synet_qadd_plan* p = &st.plan
     cdef Py_ssize_t a_size = st.a_size, b_size = st.b_size
-    shaped_like = None
-    if pairing != SHAPED:
+    if shaped_like is not None:
         a_size, b_size = cnp.PyArray_SIZE(<cnp.ndarray>a), cnp.PyArray_SIZE(<cnp.ndarray>b)
-        shaped_like = b if pairing == A_ONE else a
         flat = st.plan   # a copy: the cached plan stays shared and unchanged
-        flat.size = flat.inner = b_size if pairing == A_ONE else a_size
-        flat.a_scalar = pairing == A_ONE and flat.size > 1
-        flat.b_scalar = pairing == B_ONE and flat.size > 1
+        flat.size = flat.inner = cnp.PyArray_SIZE(<cnp.ndarray>shaped_like)
+        flat.a_scalar = a_size == 1 and flat.size > 1
+        flat.b_scalar = b_size == 1 and flat.size > 1
         flat.stream = flat.size >= _STREAM_MIN
         p = &flat
     if not is_operand(a, st.a_dtype, None, a_size):
@@ -572,8 +571,8 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     b = _operand(b, "b")
     cdef int pairing = _pairing(a, b) if activation_params is None and _plain_numbers(
         a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero) else SHAPED
-    shaped_like = b if pairing == A_ONE else a
-    geometry = (a.shape, b.shape) if pairing == SHAPED else \
+    shaped_like = None if pairing == SHAPED else (b if pairing == A_ONE else a)   # the output's shape
+    geometry = (a.shape, b.shape) if shaped_like is None else \
         (pairing, cnp.PyArray_SIZE(<cnp.ndarray>shaped_like) >= _LUT_MIN)
     cdef unsigned long long kinds = 0
     try:
@@ -600,10 +599,10 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
         if key is not None:
             _CACHE.put(key, state)
     st = <_QaddState>state
-    expected = st.out_shape if pairing == SHAPED else shaped_like.shape
+    expected = st.out_shape if shaped_like is None else shaped_like.shape
     if out is not None and (out.shape != expected or out.dtype != st.dst_dtype):
         raise ValueError(f"out: expected shape {expected} and dtype {st.dst_dtype}, got shape {out.shape} "
                          f"and dtype {out.dtype}")
     if out is not None and (not out.flags.c_contiguous or not out.flags.writeable):
         raise ValueError("out: expected a writeable C-contiguous array")
-    return _forward(st, a, b, out, threads, pairing)
+    return _forward(st, a, b, out, threads, shaped_like)
