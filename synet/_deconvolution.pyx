@@ -174,7 +174,7 @@ cdef class _Geometry:
 
     cdef synet_deconv_plan plan
     cdef object planned            # planning.DeconvolutionPlan
-    cdef dict tables
+    cdef object table_data         # the plan's tables, one int64 array
     cdef object src_dtype, src_alt, dst_dtype, dst_alt
     cdef Py_ssize_t src_size, dst_size, weight_size, packed_size, pack_units
     cdef Py_ssize_t weight_steps[5]
@@ -187,7 +187,7 @@ cdef _Geometry _new_geometry(planned):
     cdef synet_deconv_plan* p = &geo.plan
     cdef dict s = planned.scalars
     geo.planned = planned
-    geo.tables = planned.tables
+    geo.table_data = planned.table_data
     geo.src_dtype = planned.src_dtypes[0]
     geo.src_alt = planned.src_dtypes[1] if len(planned.src_dtypes) > 1 else None
     geo.dst_dtype = planned.dst_dtypes[0]
@@ -219,31 +219,32 @@ cdef _Geometry _new_geometry(planned):
     p.nrows, p.nunits, p.ntasks, p.dst_image = s["nrows"], s["nunits"], s["ntasks"], s["dst_image"]
     p.row_run, p.stream = s["row_run"], s["stream"]
     p.pad_rows, p.nborder_x = s["pad_rows"], s["nborder_x"]
-    t = geo.tables
-    p.phase_taps = <const int64_t*>data_of(t["phase_taps"])
-    p.phase_tap0 = <const int64_t*>data_of(t["phase_tap0"])
-    p.tap_offsets = <const int64_t*>data_of(t["tap_offsets"])
-    p.tap_kz = <const int64_t*>data_of(t["tap_kz"])
-    p.tap_ky = <const int64_t*>data_of(t["tap_ky"])
-    p.tap_kx = <const int64_t*>data_of(t["tap_kx"])
-    p.row_phase = <const int64_t*>data_of(t["row_phase"])
-    p.row_z = <const int64_t*>data_of(t["row_z"])
-    p.row_index = <const int64_t*>data_of(t["row_index"])
-    p.col_first = <const int64_t*>data_of(t["col_first"])
-    p.col_count = <const int64_t*>data_of(t["col_count"])
+    cdef const int64_t* tables = <const int64_t*>data_of(geo.table_data)
+    cdef dict at = planned.table_bounds
+    p.phase_taps = tables + <Py_ssize_t>at["phase_taps"][0]
+    p.phase_tap0 = tables + <Py_ssize_t>at["phase_tap0"][0]
+    p.tap_offsets = tables + <Py_ssize_t>at["tap_offsets"][0]
+    p.tap_kz = tables + <Py_ssize_t>at["tap_kz"][0]
+    p.tap_ky = tables + <Py_ssize_t>at["tap_ky"][0]
+    p.tap_kx = tables + <Py_ssize_t>at["tap_kx"][0]
+    p.row_phase = tables + <Py_ssize_t>at["row_phase"][0]
+    p.row_z = tables + <Py_ssize_t>at["row_z"][0]
+    p.row_index = tables + <Py_ssize_t>at["row_index"][0]
+    p.col_first = tables + <Py_ssize_t>at["col_first"][0]
+    p.col_count = tables + <Py_ssize_t>at["col_count"][0]
     p.amx_runs = s["amx_runs"]
-    p.unit_s0 = <const int64_t*>data_of(t["unit_s0"])
-    p.unit_s1 = <const int64_t*>data_of(t["unit_s1"])
-    p.unit_ob = <const int64_t*>data_of(t["unit_ob"])
-    p.run_unit0 = <const int64_t*>data_of(t["run_unit0"])
-    p.seg_aoff = <const int64_t*>data_of(t["seg_aoff"])
-    p.seg_doff = <const int64_t*>data_of(t["seg_doff"])
-    p.seg_m = <const int64_t*>data_of(t["seg_m"])
-    p.seg_phase = <const int64_t*>data_of(t["seg_phase"])
-    p.border_z = <const int64_t*>data_of(t["border_z"])
-    p.border_y = <const int64_t*>data_of(t["border_y"])
-    p.border_x = <const int64_t*>data_of(t["border_x"])
-    p.weight_offsets = <const int64_t*>data_of(t["weight_offsets"])
+    p.unit_s0 = tables + <Py_ssize_t>at["unit_s0"][0]
+    p.unit_s1 = tables + <Py_ssize_t>at["unit_s1"][0]
+    p.unit_ob = tables + <Py_ssize_t>at["unit_ob"][0]
+    p.run_unit0 = tables + <Py_ssize_t>at["run_unit0"][0]
+    p.seg_aoff = tables + <Py_ssize_t>at["seg_aoff"][0]
+    p.seg_doff = tables + <Py_ssize_t>at["seg_doff"][0]
+    p.seg_m = tables + <Py_ssize_t>at["seg_m"][0]
+    p.seg_phase = tables + <Py_ssize_t>at["seg_phase"][0]
+    p.border_z = tables + <Py_ssize_t>at["border_z"][0]
+    p.border_y = tables + <Py_ssize_t>at["border_y"][0]
+    p.border_x = tables + <Py_ssize_t>at["border_x"][0]
+    p.weight_offsets = tables + <Py_ssize_t>at["weight_offsets"][0]
     p.bias = p.params = p.depthwise = p.exact_weights = NULL
     p.weights = NULL
     p.exact_borders = 0
@@ -446,7 +447,7 @@ cdef class Deconvolution16b:
         if self._state is None:
             return 0
         cdef _State st = <_State>self._state
-        total = sum(a.nbytes for a in st.geometry.tables.values())
+        total = st.geometry.table_data.nbytes
         if st.weights is not None:
             for a in (st.weights.packed, st.weights.bias, st.weights.params, st.weights.exact):
                 if a is not None:

@@ -45,6 +45,7 @@ WIDE_MAX = 512 << 10  # bytes of one channel block's float32 weights up to which
 FLOAT32 = np.dtype(np.float32)
 UINT16 = np.dtype(np.uint16)
 AXES = ("z", "y", "x")
+BF16_SOFT = int(Compatibility.BF16_SOFT)
 
 
 def pair_channels(micro: int, kpairs: int) -> np.ndarray:
@@ -90,7 +91,8 @@ class DeconvolutionPlan:
     impl: int                 # GEMM or DEPTHWISE
     micro: int                # MICRO_*
     scalars: dict             # field of synet_deconv_plan -> int
-    tables: dict              # field of synet_deconv_plan -> int64 array (never empty)
+    table_data: np.ndarray    # every table of synet_deconv_plan, int64, one after the other
+    table_bounds: dict        # field of synet_deconv_plan -> (begin, end) of its table in table_data (never empty)
     src_shape: tuple
     dst_shape: tuple
     src_dtypes: tuple         # accepted src dtypes (first: the preferred one)
@@ -99,6 +101,11 @@ class DeconvolutionPlan:
     packed_size: int          # GEMM: uint16 elements of packed weights; depthwise: float32 entries
     pack_units: int           # GEMM: group * kpairs; depthwise: src_c
     weight_steps: tuple       # (ci, co, kz, ky, kx) element steps of the caller's weight layout
+
+    @property
+    def tables(self) -> dict:
+        """Field of synet_deconv_plan -> its table (a view of table_data)."""
+        return {name: self.table_data[begin:end] for name, (begin, end) in self.table_bounds.items()}
 
     @property
     def info(self) -> str:
@@ -216,16 +223,17 @@ def axis_phases(stride: int, dilation: int, kernel: int, pad_begin: int, src: in
     zero padding (low, high) that keeps every tap of every output in range."""
     phases = []
     low = high = 0
-    for r in range(stride):
-        taps = [(k, (r - k * dilation) // stride) for k in range(kernel) if (r - k * dilation) % stride == 0]
+    phase_taps: list[list[tuple[int, int]]] = [[] for _ in range(stride)]
+    for k in range(kernel):   # tap k serves phase r = k·dilation mod stride, from offset (r - k·dilation) / stride
+        phase_taps[k * dilation % stride].append((k, -(k * dilation // stride)))
+    for r, taps in enumerate(phase_taps):
         j0 = -((r - pad_begin) // stride)            # ceil((pad_begin - r) / stride)
         j1 = -((r - pad_begin - dst) // stride)      # ceil((dst + pad_begin - r) / stride)
         count = max(0, j1 - j0)
         phases.append((taps, j0, count))
-        if taps and count:
-            offsets = [o for _, o in taps]
-            low = max(low, -(j0 + min(offsets)))
-            high = max(high, j0 + count - 1 + max(offsets) - (src - 1))
+        if taps and count:   # a tap's offset falls as k grows: the first tap reads furthest right, the last left
+            low = max(low, -(j0 + taps[-1][1]))
+            high = max(high, j0 + count - 1 + taps[0][1] - (src - 1))
     return phases, low, high
 
 
@@ -235,35 +243,49 @@ def border_outputs(phases, stride: int, pad_begin: int, src: int, dst: int) -> n
     -min(offsets) <= j < src - max(offsets): the flagged ones are a head and a tail, set as strided slices."""
     flags = np.zeros(dst, np.int64)
     for r, (taps, j0, count) in enumerate(phases):
-        if taps and count:
-            offsets = [o for _, o in taps]
+        if taps and count:   # offsets fall as k grows (axis_phases)
             first, end = r - pad_begin + stride * j0, j0 + count
-            inside_begin = min(max(-min(offsets), j0), end)
-            inside_end = max(min(src - max(offsets), end), inside_begin)
+            inside_begin = min(max(-taps[-1][1], j0), end)
+            inside_end = max(min(src - taps[0][1], end), inside_begin)
             flags[first:first + stride * (inside_begin - j0):stride] = 1
             flags[first + stride * (inside_end - j0):first + stride * count:stride] = 1
     return flags
 
 
-def _table(values) -> np.ndarray:
-    """An int64 table, with one extra entry so that no table is empty (the C side reads a pointer)."""
-    if isinstance(values, np.ndarray):
-        table = np.zeros(values.size + 1, np.int64)
-        table[:-1] = values
-        return table
-    return np.array(list(values) + [0], np.int64)
+def _tables(parts: dict) -> tuple[np.ndarray, dict]:
+    """The int64 tables `parts` (name -> list or iterable of ints, or array) in one array, each followed by
+    a 0 so that none is empty (the C side reads a pointer), and name -> (begin, end) of each in it."""
+    lists: list[int] = []
+    bounds = {}
+    arrays = []
+    for name, values in parts.items():
+        if isinstance(values, np.ndarray):
+            arrays.append((name, values))
+        else:
+            begin = len(lists)
+            lists.extend(values)
+            lists.append(0)
+            bounds[name] = begin, len(lists)
+    data = np.zeros(len(lists) + sum(a.size + 1 for _, a in arrays), np.int64)
+    data[:len(lists)] = lists
+    at = len(lists)
+    for name, a in arrays:
+        data[at:at + a.size] = a
+        bounds[name] = at, at + a.size + 1
+        at += a.size + 1
+    return data, bounds
 
 
-def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, micro_amx: bool, fp32_strip: int,
-         amx_permission, dims: int | None = None) -> DeconvolutionPlan:
-    """Plan `batch` images of geometry `conv` (ConvParams or ConvParams3d; dims=1 for a 1-D call) for the
-    deconvolution kernels of one CPU level: `micro_amx` says whether the level has the AMX micro-kernel,
+def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, micro_bf16: bool, micro_amx: bool,
+         fp32_strip: int, amx_permission, dims: int | None = None) -> DeconvolutionPlan:
+    """Plan `batch` images of geometry `conv` (a ConvParams or ConvParams3d as `validate` returns it, or one
+    with the same guarantees: functional_conv's; dims=1 for a 1-D call) for the deconvolution kernels of one
+    CPU level: `micro_amx` says whether the level has the AMX micro-kernel,
     `micro_bf16` whether plans off AMX use the vdpbf16ps one (the level has it and this CPU runs it faster
     than FP32 FMAs), `fp32_strip` how many output channels its FP32 micro-kernel sums per call (the strips
     its weights are packed in); `amx_permission()` asks the OS (called only when the plan would use AMX)."""
     batch = _int(batch, "batch", 1)
-    conv = validate(conv)
-    compat = as_compatibility(compatibility)
+    compat = int(as_compatibility(compatibility))
     geo = geometry_of(conv, dims)
     check_sizes(batch, geo)
     nhwc = geo.channels_last
@@ -279,7 +301,7 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
     (phases_z, plz, phz), (phases_y, ply, phy), (phases_x, plx, phx) = axes
     dp, hp, wp = src[0] + plz + phz, src[1] + ply + phy, src[2] + plx + phx
     src_bf16 = geo.src_type == DataType.BFLOAT16
-    soft = bool(compat & Compatibility.BF16_SOFT)
+    soft = bool(compat & BF16_SOFT)
     amx = not soft and micro_amx and cg_in >= 16 and not depthwise and bool(amx_permission())
     micro = MICRO_AMX if amx else (MICRO_BF16 if micro_bf16 and not soft else MICRO_FP32)
     width = AMX_BLOCK if amx else BLOCK
@@ -316,10 +338,11 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
     # task rows, one per output row (oz, oy) in output order: phase rz * sy + ry and index jz along z, jy
     # along y, where oz + pad_front = sz * jz + rz and oy + pad_top = sy * jy + ry (every output row is
     # some phase's; built as arrays: sorting a list of tuples took a third of a new shape's planning)
-    jz, rz = np.divmod(np.arange(dst[0], dtype=np.int64) + pad_begin[0], stride[0])
-    jy, ry = np.divmod(np.arange(dst[1], dtype=np.int64) + pad_begin[1], stride[1])
+    jz, rz = np.divmod(np.arange(pad_begin[0], pad_begin[0] + dst[0], dtype=np.int64), stride[0])
+    jy, ry = np.divmod(np.arange(pad_begin[1], pad_begin[1] + dst[1], dtype=np.int64), stride[1])
     row_phase = (rz[:, None] * stride[1] + ry[None, :]).reshape(-1)
-    row_z, row_index = np.repeat(jz, dst[1]), np.broadcast_to(jy, (dst[0], dst[1])).ravel()
+    row_z = np.repeat(jz, dst[1])
+    row_index = jy if dst[0] == 1 else np.broadcast_to(jy, (dst[0], dst[1])).ravel()
     nrows = row_phase.size
     col_first = [ph[1] for ph in phases_x]
     col_count = [ph[2] for ph in phases_x]
@@ -363,9 +386,10 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
         run_unit0 += range(0, len(units), AMX_RUN)
         run_unit0.append(len(units))
     amx_runs = max(0, len(run_unit0) - 1)
-    border_z = border_outputs(phases_z, stride[0], pad_begin[0], src[0], dst[0])
-    border_y = border_outputs(phases_y, stride[1], pad_begin[1], src[1], dst[1])
-    border_x = np.flatnonzero(border_outputs(phases_x, stride[2], pad_begin[2], src[2], dst[2]))
+    # an axis without padding (low = high = 0) has no border outputs
+    border_z, border_y, border_x = (border_outputs(phases, stride[a], pad_begin[a], src[a], dst[a]) if low or high
+                                    else np.zeros(dst[a], np.int64) for a, (phases, low, high) in enumerate(axes))
+    border_x = np.flatnonzero(border_x)
     kpairs = len(tap_k) if depthwise else cgp // 2
     phases = math.prod(stride)
     # the FP32 micro-kernel's weights as float32 rows (no unpacking of BF16 pairs in its inner loop: D2, D3,
@@ -381,18 +405,18 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
                     weight_offsets.append(offset)
                     offset += phase_taps[phase] * kpairs * row_units(wide, lanes)
     packed_size = geo.src_c * len(tap_k) if depthwise else offset + 64
-    tables = {
-        "phase_taps": _table(phase_taps), "phase_tap0": _table(phase_tap0 + [len(tap_offsets)]),
-        "tap_offsets": _table(tap_offsets), "tap_kz": _table(k[0] for k in tap_k),
-        "tap_ky": _table(k[1] for k in tap_k), "tap_kx": _table(k[2] for k in tap_k),
-        "row_phase": _table(row_phase), "row_z": _table(row_z),
-        "row_index": _table(row_index), "col_first": _table(col_first), "col_count": _table(col_count),
-        "unit_s0": _table(u[0] for u in units), "unit_s1": _table(u[1] for u in units),
-        "unit_ob": _table(u[2] for u in units), "run_unit0": _table(run_unit0),
-        "seg_aoff": _table(seg_aoff), "seg_doff": _table(seg_doff), "seg_m": _table(seg_m),
-        "seg_phase": _table(seg_phase), "border_z": _table(border_z), "border_y": _table(border_y),
-        "border_x": _table(border_x), "weight_offsets": _table(weight_offsets),
-    }
+    table_data, table_bounds = _tables({
+        "phase_taps": phase_taps, "phase_tap0": phase_tap0 + [len(tap_offsets)],
+        "tap_offsets": tap_offsets, "tap_kz": (k[0] for k in tap_k),
+        "tap_ky": (k[1] for k in tap_k), "tap_kx": (k[2] for k in tap_k),
+        "row_phase": row_phase, "row_z": row_z,
+        "row_index": row_index, "col_first": col_first, "col_count": col_count,
+        "unit_s0": (u[0] for u in units), "unit_s1": (u[1] for u in units),
+        "unit_ob": (u[2] for u in units), "run_unit0": run_unit0,
+        "seg_aoff": seg_aoff, "seg_doff": seg_doff, "seg_m": seg_m,
+        "seg_phase": seg_phase, "border_z": border_z, "border_y": border_y,
+        "border_x": border_x, "weight_offsets": weight_offsets,
+    })
     # a task's run of consecutive output rows: channels first, a row's last part-filled store window waits
     # for the next row of the run (16 rows at most, and >= 64 runs per image, group and channel block)
     row_run = 1 if nhwc or amx or depthwise else max(1, min(16, nrows // 64))
@@ -431,8 +455,8 @@ def plan(batch: object, conv: object, compatibility: object, micro_bf16: bool, m
         steps = (cg_out * kz * ky * kx, kz * ky * kx, ky * kx, kx, 1)
     src_dtypes = (BFLOAT16, UINT16) if src_bf16 else (FLOAT32,)
     dst_dtypes = (BFLOAT16, UINT16) if geo.dst_type == DataType.BFLOAT16 else (FLOAT32,)
-    return DeconvolutionPlan(conv, geo, batch, int(compat), scalars["impl"], micro, scalars, tables, src_shape,
-                             dst_shape, src_dtypes, dst_dtypes, weight_shape, packed_size,
+    return DeconvolutionPlan(conv, geo, batch, compat, scalars["impl"], micro, scalars, table_data, table_bounds,
+                             src_shape, dst_shape, src_dtypes, dst_dtypes, weight_shape, packed_size,
                              geo.src_c if depthwise else g * kpairs, steps)
 
 

@@ -57,6 +57,9 @@ class Compatibility(enum.IntFlag):
     BF16_SOFT = 32
 
 
+_KNOWN_COMPATIBILITY = sum(flag.value for flag in Compatibility)   # the bits of every flag (one bit each)
+
+
 _DATA_TYPE_NAMES = {
     DataType.FLOAT32: ("float32", "f32", "32f", "float"),
     DataType.INT32: ("int32", "i32", "32i"),
@@ -85,6 +88,9 @@ _DATA_TYPE_OF_DTYPE = {dtype: dt for dt, dtype in _DTYPE_OF.items()}
 
 def _name_key(name: str) -> str:
     return name.strip().lower().replace("_", "").replace("-", "")
+
+
+_ACTIVATION_BY_KEY = {_name_key(act.name): act for act in Activation}
 
 
 def _describe(value: object) -> str:
@@ -136,10 +142,9 @@ def as_activation(value: object, param: str = "activation") -> Activation:
     if isinstance(value, Activation):
         return value
     if isinstance(value, str):
-        key = _name_key(value)
-        for act in Activation:
-            if _name_key(act.name) == key:
-                return act
+        act = _ACTIVATION_BY_KEY.get(_name_key(value))
+        if act is not None:
+            return act
     elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         try:
             return Activation(int(value))
@@ -170,9 +175,6 @@ def as_compatibility(value: object, param: str = "compatibility") -> Compatibili
     """Compatibility flags from an enum or an int made of its bits."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         flags = int(value)
-        known = 0
-        for flag in Compatibility:
-            known |= flag.value
-        if flags >= 0 and flags & ~known == 0:
+        if flags >= 0 and flags & ~_KNOWN_COMPATIBILITY == 0:
             return Compatibility(flags)
     raise ValueError(f"{param}: expected Compatibility flags, got {_describe(value)}")

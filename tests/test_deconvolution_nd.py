@@ -8,12 +8,13 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 from reference import BF16, activate, activation_slope, assert_close, bf16_round, reference_nd
 
 import synet
 from synet import Activation, ConvParams3d, Deconvolution3d16b
+from synet import _deconvolution_plan as planning
 
 FUNCTIONS = {1: synet.conv_transpose1d, 3: synet.conv_transpose3d}
 LAYOUTS = {1: ("NCL", "NLC"), 3: ("NCDHW", "NDHWC")}
@@ -286,3 +287,39 @@ def test_products_beyond_int64_are_refused_at_once(tmp_path):
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split("\n")[:-1] == ["ValueError conv"] * 5, out.stdout
+
+
+@st.composite
+def functional_arguments(draw):
+    """conv_transpose{1,2,3}d's geometry arguments, mostly valid (functional_conv sorts them out)."""
+    dims = draw(st.sampled_from([1, 2, 3]))
+
+    def per_axis(low, high):
+        return draw(st.one_of(st.integers(low, high), st.lists(st.integers(low, high), min_size=dims, max_size=dims)))
+
+    groups = draw(st.integers(1, 3))
+    c_in = groups * draw(st.integers(0, 3))
+    size = tuple(draw(st.lists(st.integers(0, 6), min_size=dims, max_size=dims)))
+    kernel = tuple(draw(st.lists(st.integers(1, 4), min_size=dims, max_size=dims)))
+    padding = draw(st.one_of(st.just(per_axis(0, 2)), st.lists(st.integers(0, 3), min_size=2 * dims,
+                                                                max_size=2 * dims)))
+    layout = draw(st.sampled_from(planning.LAYOUTS[dims]))
+    x_shape = (draw(st.integers(0, 2)), *size, c_in) if layout[-1] == "C" else (draw(st.integers(0, 2)), c_in, *size)
+    cg_out = draw(st.integers(0, 3))
+    w_shape = (c_in, *kernel, cg_out) if layout[-1] == "C" else (c_in, cg_out, *kernel)
+    return (dims, x_shape, draw(st.sampled_from([np.dtype(np.float32), np.dtype(BF16)])), w_shape,
+            per_axis(1, 3), padding, per_axis(0, 2), groups, per_axis(1, 3), layout,
+            draw(st.sampled_from(list(Activation))), draw(st.sampled_from([None, "float32", "bf16"])), None)
+
+
+@given(functional_arguments())
+def test_the_functional_forms_plan_geometries_validate_would_accept_unchanged(arguments):
+    """plan() takes its ConvParams as validate() returns them; the functional forms' own pass as they are."""
+    try:
+        conv = planning.functional_conv(*arguments)[0]
+    except ValueError:
+        event("rejected")
+        return
+    event("planned" if conv is not None else "nothing to plan")
+    if conv is not None:
+        assert planning.validate(conv) == conv

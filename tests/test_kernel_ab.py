@@ -20,6 +20,6 @@ def test_the_harness_reads_every_plan_field(amx):
     scalars = set(re.findall(r"SCALAR\((\w+)\)", text)) - {"x"}
     tables = set(re.findall(r"TABLE\((\w+)\)", text)) - {"x"}
     conv = synet.ConvParams.deconvolution(64, 8, 8, 64, 2, 2, 1, 0, 1, format="NHWC")
-    plan = planning.plan(1, conv, 0, True, amx, 64, lambda: True)
+    plan = planning.plan(1, planning.validate(conv), 0, True, amx, 64, lambda: True)
     assert set(plan.scalars) == scalars
     assert set(plan.tables) == tables

@@ -27,7 +27,8 @@ def main() -> None:
     fp32_strip = 16 if level == "avx2" else 64   # the level's FP32 micro-kernel span (deconvolution.c: MICRO_SPAN)
     workload = next(w for w in workloads.WORKLOADS if w.name == name)
     conv = workload.make()[1]["conv"]
-    plan = planning.plan(1, conv, 0, micro_bf16, micro_amx, fp32_strip, synet._deconvolution.amx_available)
+    plan = planning.plan(1, planning.validate(conv), 0, micro_bf16, micro_amx, fp32_strip,
+                         synet._deconvolution.amx_available)
     with open(out, "w") as f:
         for key, value in plan.scalars.items():
             f.write(f"s {key} {int(value)}\n")
