@@ -579,6 +579,8 @@ def _ints(value: object, name: str, lengths: tuple[int, ...], expected: str, exp
 
 def _per_axis(value: object, name: str, dims: int, minimum: int) -> tuple[int, ...]:
     """An int or a sequence of `dims` ints, each >= minimum."""
+    if type(value) is int and value >= minimum:
+        return (value,) * dims
     expected = f"an int or {dims} ints"
     values = _ints(value, name, (dims,), expected, expected)
     if min(values) < minimum:
@@ -588,6 +590,8 @@ def _per_axis(value: object, name: str, dims: int, minimum: int) -> tuple[int, .
 
 def _pads(value: object, dims: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """padding: an int, `dims` ints (both sides) or 2 * `dims` ints (all begins, then all ends), >= 0."""
+    if type(value) is int and value >= 0:
+        return (value,) * dims, (value,) * dims
     values = _ints(value, "padding", (dims, 2 * dims), f"an int, {dims} or {2 * dims} ints",
                    f"an int, {dims} ints (both sides) or {2 * dims} ints (all begins, then all ends)")
     if min(values) < 0:
