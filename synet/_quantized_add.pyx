@@ -70,14 +70,16 @@ cdef enum:
     # slowest activation then holds it for ~30 us at most)
     NOGIL_MIN = 1 << 10
 
-# How the functional form's operands pair up. In SAME_SHAPE, A_ONE and B_ONE (with per-tensor quantisation)
-# the plan's walk is one row of the whole output, so one plan serves every shape of that pairing: the plan
-# cache keys them without their shapes (only by whether the size reaches the planner's LUT_MIN).
+# How the functional form's operands pair up. In every pairing but SHAPED (with per-tensor quantisation) each
+# call can work out the plan's walk from the operands' shapes, so one plan serves every shape of that pairing:
+# the plan cache keys them without their shapes (only by whether the size reaches the planner's LUT_MIN).
 cdef enum:
     SHAPED = 0       # any other broadcast: a plan per pair of shapes
     SAME_SHAPE = 1   # a and b of one shape
     A_ONE = 2        # a holds one element and has no more dimensions than b: the output has b's shape
     B_ONE = 3        # the same with a and b swapped
+    A_ALONG = 4      # a varies along one axis of b (a per-channel bias): the output has b's shape (_along_axis)
+    B_ALONG = 5      # the same with a and b swapped
 
 cdef Py_ssize_t _LUT_MIN = planning.LUT_MIN, _STREAM_MIN = planning.STREAM_MIN
 
@@ -272,15 +274,19 @@ cdef object _forward(_QaddState st, a, b, dst, int threads, shaped_like=None):
     row of the output), the plan runs on this call's sizes."""
     cdef int status
     cdef synet_qadd_plan flat
+    cdef Py_ssize_t walk[6]
     cdef const synet_qadd_plan* p = &st.plan
     cdef Py_ssize_t a_size = st.a_size, b_size = st.b_size
     if shaped_like is not None:
         a_size, b_size = cnp.PyArray_SIZE(<cnp.ndarray>a), cnp.PyArray_SIZE(<cnp.ndarray>b)
         flat = st.plan   # a copy: the cached plan stays shared and unchanged
         flat.size = flat.inner = cnp.PyArray_SIZE(<cnp.ndarray>shaped_like)
+        flat.rank = 0
         flat.a_scalar = a_size == 1 and flat.size > 1
         flat.b_scalar = b_size == 1 and flat.size > 1
         flat.stream = flat.size >= _STREAM_MIN
+        if a_size != b_size and a_size > 1 and b_size > 1 and flat.size > 0:
+            _along_walk(&flat, walk, shaped_like, b if shaped_like is a else a, shaped_like is a)
         p = &flat
     if not is_operand(a, st.a_dtype, None, a_size):
         check_buffer(a, "a", (st.a_dtype,), a_size)
@@ -499,7 +505,7 @@ cdef inline object _key_of(object value, unsigned long long* kinds):
 
 
 cdef int _pairing(object a, object b) noexcept:
-    """SAME_SHAPE, A_ONE or B_ONE when the operands (ndarrays) pair up so, else SHAPED."""
+    """SAME_SHAPE, A_ONE, B_ONE, A_ALONG or B_ALONG when the operands (ndarrays) pair up so, else SHAPED."""
     cdef cnp.ndarray x = <cnp.ndarray>a, y = <cnp.ndarray>b
     if same_shape(x, y):
         return SAME_SHAPE
@@ -507,7 +513,53 @@ cdef int _pairing(object a, object b) noexcept:
         return A_ONE
     if cnp.PyArray_SIZE(y) == 1 and cnp.PyArray_NDIM(y) <= cnp.PyArray_NDIM(x):
         return B_ONE
+    if _along_axis(y, x) >= 0:
+        return A_ALONG
+    if _along_axis(x, y) >= 0:
+        return B_ALONG
     return SHAPED
+
+
+cdef int _along_axis(cnp.ndarray full, cnp.ndarray part) noexcept:
+    """The axis k of `full` along which `part` (no more dimensions, aligned to full's last ones) varies, with
+    full's extent there, being 1 along every other; -1 when there is no such axis."""
+    cdef int nfull = cnp.PyArray_NDIM(full), npart = cnp.PyArray_NDIM(part), j, k = -1
+    cdef cnp.npy_intp* full_dims = cnp.PyArray_DIMS(full)
+    cdef cnp.npy_intp* part_dims = cnp.PyArray_DIMS(part)
+    if npart > nfull:
+        return -1
+    for j in range(npart):
+        if part_dims[j] != 1:
+            if k >= 0 or part_dims[j] != full_dims[nfull - npart + j]:
+                return -1
+            k = nfull - npart + j
+    return k
+
+
+cdef void _along_walk(synet_qadd_plan* p, Py_ssize_t* walk, cnp.ndarray full, cnp.ndarray part,
+                      bint a_is_full) noexcept:
+    """p's walk (p.size > 0 set) for `part` broadcast into `full` along full's axis k (_along_axis), in
+    walk[6] (outer shape, a's steps, b's steps; outermost first): rows of full's extent after k, along which
+    part is one value, in (before k, k) outer dimensions; or, when k is the last axis, rows of the channels
+    (both operands contiguous) in one outer dimension."""
+    cdef int k = _along_axis(full, part), d
+    cdef cnp.npy_intp* dims = cnp.PyArray_DIMS(full)
+    cdef Py_ssize_t channels = dims[k], inner = 1
+    cdef Py_ssize_t* full_steps = walk + (2 if a_is_full else 4)
+    cdef Py_ssize_t* part_steps = walk + (4 if a_is_full else 2)
+    for d in range(k + 1, cnp.PyArray_NDIM(full)):
+        inner *= dims[d]
+    walk[0] = p.size // (channels * inner)
+    p.outer_shape, p.a_strides, p.b_strides = walk, walk + 2, walk + 4
+    if inner > 1:
+        p.rank, p.inner = 2, inner
+        walk[1] = channels
+        full_steps[0], full_steps[1] = channels * inner, inner
+        part_steps[0], part_steps[1] = 0, 1
+        p.a_scalar, p.b_scalar = not a_is_full, a_is_full
+    else:
+        p.rank, p.inner = 1, channels
+        full_steps[0], part_steps[0] = channels, 0
 
 
 cdef bint _plain_numbers(a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero) noexcept:
@@ -529,8 +581,8 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     ``clamp(round_half_even(value / dst_scale) + dst_zero, lo, hi)`` (NaN -> lo, +-inf and values
     beyond the range saturate), a float32 result is ``value``. Plans are cached by their arguments
     (``synet.plan_cache_info()``), so a repeated call does no planning; operands of one shape, or one of
-    a single element, with number-valued quantisation and no `activation_params`, share one plan across
-    shapes.
+    a single element or varying along one axis of the other (a per-channel bias), with number-valued
+    quantisation and no `activation_params`, share one plan across shapes.
 
     Parameters
     ----------
@@ -571,7 +623,7 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     b = _operand(b, "b")
     cdef int pairing = _pairing(a, b) if activation_params is None and _plain_numbers(
         a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero) else SHAPED
-    shaped_like = None if pairing == SHAPED else (b if pairing == A_ONE else a)   # the output's shape
+    shaped_like = None if pairing == SHAPED else (b if pairing == A_ONE or pairing == A_ALONG else a)   # output's
     geometry = (a.shape, b.shape) if shaped_like is None else \
         (pairing, cnp.PyArray_SIZE(<cnp.ndarray>shaped_like) >= _LUT_MIN)
     cdef unsigned long long kinds = 0

@@ -170,6 +170,13 @@ PAIRINGS = {
                    ((2, 64, 65), (2, 64, 65))],
     "a of one element": [((1,), (1, 1)), ((), (5,)), ((1, 1), (3, 1, 4)), ((1,), (0, 3)), ((1, 1, 1), (2, 64, 65))],
     "b of one element": [((1, 1), (1,)), ((5,), ()), ((3, 1, 4), (1, 1)), ((0, 3), (1,)), ((2, 64, 65), (1, 1, 1))],
+    # (the first has two elements in each operand: its plan's walk is one row, no broadcast)
+    "a along one axis of b": [((2, 1, 1), (1, 2, 1, 1)), ((3, 1, 1), (2, 3, 4, 5)), ((1, 3, 1, 1), (2, 3, 4, 5)),
+                              ((4,), (2, 3, 4)), ((3, 1), (0, 3, 5)), ((2, 1), (2, 2, 1)), ((64, 1, 1), (2, 64, 9, 9)),
+                              ((1, 1, 7), (3, 5, 7))],
+    "b along one axis of a": [((1, 2, 1, 1), (2, 1, 1)), ((2, 3, 4, 5), (3, 1, 1)), ((2, 3, 4, 5), (1, 3, 1, 1)),
+                              ((2, 3, 4), (4,)), ((0, 3, 5), (3, 1)), ((2, 2, 1), (2, 1)), ((2, 64, 9, 9), (64, 1, 1)),
+                              ((3, 5, 7), (1, 1, 7))],
 }
 
 
@@ -177,10 +184,10 @@ PAIRINGS = {
 @pytest.mark.parametrize("dtypes", [(np.uint8, np.uint8, np.uint8), (np.int8, np.float32, np.uint8),
                                     (np.uint8, np.int8, np.float32)])
 @pytest.mark.parametrize("pairing", sorted(PAIRINGS))
-def test_elementwise_adds_share_one_plan_across_shapes(pairing, dtypes, activation):
-    """Operands of one shape, or one of a single element (rank not above the other's), with per-tensor
-    quantisation: one plan serves every shape of that pairing, with the bits and shape of a context made for
-    the shape."""
+def test_adds_whose_walk_follows_from_their_shapes_share_one_plan(pairing, dtypes, activation):
+    """Operands of one shape, one of a single element, or one varying along a single axis of the other (rank
+    not above the other's), with per-tensor quantisation: one plan serves every shape of that pairing, with
+    the bits and shape of a context made for the shape."""
     rng = np.random.default_rng(5)
     a_dtype, b_dtype, dst_dtype = dtypes
     for a_shape, b_shape in PAIRINGS[pairing]:
@@ -201,18 +208,21 @@ def test_elementwise_adds_share_one_plan_across_shapes(pairing, dtypes, activati
     assert synet.plan_cache_info()["quantized_add"]["plans"] == 1
 
 
-def test_four_threads_share_one_elementwise_plan():
-    """Threads running one shared element-wise plan on different lengths at once (each call runs its own copy
-    of the plan's sizes): every result as a context of its length gives it."""
+@pytest.mark.parametrize("shapes", [
+    [((n,), (n,)) for n in (1, 7, 64, 1000, 5000, 70000)],
+    [((1, 8, h, w), (8, 1, 1)) for h, w in ((1, 1), (3, 5), (16, 16), (40, 1), (60, 70))] + [((9, 7, 8), (8,))],
+], ids=["same shape", "b along one axis of a"])
+def test_four_threads_share_one_plan(shapes):
+    """Threads running one shared plan on different shapes at once (each call runs its own copy of the plan's
+    sizes and walk): every result as a context of its shapes gives it."""
     rng = np.random.default_rng(8)
-    sizes = [1, 7, 64, 1000, 5000, 70000]
-    inputs = [rng.integers(0, 256, (2, n), dtype=np.uint8) for n in sizes]
-    expected = [synet.QuantizedAdd([n], "u8", 0.01, 47, [n], "u8", 0.02, 30, "gelu", None, "u8", 0.015, 38)
-                .forward(a, b) for n, (a, b) in zip(sizes, inputs)]
+    inputs = [(rng.integers(0, 256, a, dtype=np.uint8), rng.integers(0, 256, b, dtype=np.uint8)) for a, b in shapes]
+    expected = [synet.QuantizedAdd(a.shape, "u8", 0.01, 47, b.shape, "u8", 0.02, 30, "gelu", None, "u8", 0.015, 38)
+                .forward(a, b) for a, b in inputs]
     errors = []
 
     def work(seed):
-        for i in np.random.default_rng(seed).permutation(len(sizes) * 20) % len(sizes):
+        for i in np.random.default_rng(seed).permutation(len(shapes) * 20) % len(shapes):
             a, b = inputs[i]
             if synet.quantized_add(a, b, **QUANT, activation="gelu").tobytes() != expected[i].tobytes():
                 errors.append(i)
