@@ -270,8 +270,9 @@ cdef _check_alias(dst, operand, str name):
 
 cdef object _forward(_QaddState st, a, b, dst, int threads, shaped_like=None):
     """The checked run of one prepared add: the fast path of forward and of the functional form. With
-    `shaped_like` (functional form only: the operand whose shape the output has, when the plan's walk is one
-    row of the output), the plan runs on this call's sizes."""
+    `shaped_like` (functional form only: the operand whose shape the output has, when the walk follows from
+    the shapes), the plan runs on this call's sizes: one row of the output, or the walk of an operand that
+    varies along one axis of the other (_along_walk)."""
     cdef int status
     cdef synet_qadd_plan flat
     cdef Py_ssize_t walk[6]
@@ -623,7 +624,8 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     b = _operand(b, "b")
     cdef int pairing = _pairing(a, b) if activation_params is None and _plain_numbers(
         a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero) else SHAPED
-    shaped_like = None if pairing == SHAPED else (b if pairing == A_ONE or pairing == A_ALONG else a)   # output's
+    # the operand whose shape the output has, when the walk follows from the shapes
+    shaped_like = None if pairing == SHAPED else (b if pairing == A_ONE or pairing == A_ALONG else a)
     geometry = (a.shape, b.shape) if shaped_like is None else \
         (pairing, cnp.PyArray_SIZE(<cnp.ndarray>shaped_like) >= _LUT_MIN)
     cdef unsigned long long kinds = 0
