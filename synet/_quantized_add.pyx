@@ -111,8 +111,8 @@ cdef int qadd_run(const synet_qadd_plan* p, const void* a, const void* b, void* 
             return SYNET_VALUE_ERROR
         if p.lut == NULL:
             return SYNET_NOT_READY
-    if p.line != NULL and not (p.mode == SYNET_QADD_LOOKUP and 1 <= p.line_wa <= 2 and 1 <= p.line_wb <= 2 and
-                               p.line_wa + p.line_wb <= 3):
+    if p.line != NULL and not ((p.mode == SYNET_QADD_LOOKUP or p.mode == SYNET_QADD_FOLDED) and one_byte and
+                               1 <= p.line_wa <= 2 and 1 <= p.line_wb <= 2 and p.line_wa + p.line_wb <= 3):
         return SYNET_VALUE_ERROR
     if p.mode < SYNET_QADD_GENERIC or p.mode > SYNET_QADD_LOOKUP or not synet_qadd_plan_lanes_ok(p):
         return SYNET_VALUE_ERROR
@@ -205,10 +205,16 @@ cdef _QaddState _new_state(planned):
     p.lut = p.line = NULL
     p.line_wa = p.line_wb = 0
     p.mode = SYNET_QADD_GENERIC
-    if planned.mode == planning.LOOKUP:
-        st.lut = _build_lut(p, st.a_dtype, st.b_dtype)
-        p.lut = <const uint8_t*>data_of(st.lut)
-        found = planning.line_table(st.lut, st.a_dtype == np.int8, st.b_dtype == np.int8) \
+    # the lookup kernel's table (by the generic kernel); from LUT_MIN outputs on at the avx512 level, the folded
+    # kernel's table too, for its line: where the line exists, its byte permutes replace the folded arithmetic
+    # (the same bits: the line reproduces the folded kernel's table)
+    lined = LEVEL == "avx512" and planned.mode == planning.FOLDED and planned.size >= _LUT_MIN
+    if planned.mode == planning.LOOKUP or lined:
+        lut = _build_lut(p, st.a_dtype, st.b_dtype, planned.mode)
+        if planned.mode == planning.LOOKUP:
+            st.lut = lut
+            p.lut = <const uint8_t*>data_of(st.lut)
+        found = planning.line_table(lut, st.a_dtype == np.int8, st.b_dtype == np.int8) \
             if LEVEL == "avx512" else None   # (the lower levels have no line kernel)
         if found is not None:
             p.line_wa, p.line_wb, st.line = found
@@ -217,12 +223,13 @@ cdef _QaddState _new_state(planned):
     return st
 
 
-cdef object _build_lut(synet_qadd_plan* plan, a_dtype, b_dtype):
-    """dst of the generic kernel for every pair of operand bytes, at (a_byte << 8) | b_byte (its bits), then
-    the same transposed, at 65536 + ((b_byte << 8) | a_byte): a row with a constant b reads a row of it."""
+cdef object _build_lut(synet_qadd_plan* plan, a_dtype, b_dtype, int mode):
+    """dst of the `mode` kernel (GENERIC for LOOKUP plans) for every pair of operand bytes, at
+    (a_byte << 8) | b_byte (its bits), then the same transposed, at 65536 + ((b_byte << 8) | a_byte): a row
+    with a constant b reads a row of it."""
     cdef synet_qadd_plan flat = plan[0]
     cdef int status
-    flat.mode = SYNET_QADD_GENERIC
+    flat.mode = SYNET_QADD_GENERIC if mode == planning.LOOKUP else mode
     flat.size = flat.inner = 65536
     flat.rank = 0
     flat.a_scalar = flat.b_scalar = False

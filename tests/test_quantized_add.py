@@ -391,6 +391,36 @@ def test_line_tables(types, ratio, kernel):
         assert add.forward(a, b, n_threads=2).tobytes() == out.tobytes()
 
 
+@pytest.mark.parametrize("ratio", [1.0, 2.0, 0.5, 1.7], ids=str)
+@pytest.mark.parametrize("act", [Activation.IDENTITY, Activation.RELU], ids=lambda a: a.name)
+@pytest.mark.parametrize("qtype", QTYPES, ids=str)
+def test_folded_line(qtype, act, ratio):
+    # from LUT_MIN outputs on, at the avx512 level, a folded plan whose outputs are a function of
+    # wa * a' + wb * b' runs by that line (byte permutes), built from the folded kernel's own table: the bits of
+    # the folded kernel (a plan below LUT_MIN, chunk by chunk), on every pair of bytes, off a vector boundary
+    rng = np.random.default_rng(int(ratio * 10) + 3)
+    pairs = np.tile(np.arange(65536, dtype=np.uint16), 2)
+    rng.shuffle(pairs)
+    a, b = (pairs >> 8).astype(np.uint8).view(qtype), (pairs & 0xFF).astype(np.uint8).view(qtype)
+    n = a.size   # LUT_MIN
+    q = dict(SEED_Q, a_scale=0.03, a_zero=-20 if qtype == I8 else 100, b_scale=0.03 * ratio, dst_scale=0.02,
+             dst_zero=5)
+    add = context(a, b, qtype, q, act)
+    level = add.kernel.split()[-1]
+    assert add.kernel == ("folded line avx512" if level == "avx512" and ratio != 1.7 else f"folded {level}")
+    buffer = np.full(n + 64, 7, qtype)
+    out = buffer[5:5 + n]
+    add.forward(a, b, out)
+    check(out, a, b, q, act)
+    assert (buffer[:5] == 7).all() and (buffer[5 + n:] == 7).all()
+    small = QuantizedAdd([4096], qtype, q["a_scale"], q["a_zero"], [4096], qtype, q["b_scale"], q["b_zero"], act,
+                         None, qtype, q["dst_scale"], q["dst_zero"])
+    assert small.kernel == f"folded {level}"
+    expected = np.concatenate([small.forward(a[i:i + 4096], b[i:i + 4096]) for i in range(0, n, 4096)])
+    assert out.tobytes() == expected.tobytes()
+    assert add.forward(a, b, n_threads=2).tobytes() == out.tobytes()
+
+
 def test_line_tables_streamed():
     # outputs of 4 Mi and more stream their stores past the caches, from a dst cache line on
     rng = np.random.default_rng(22)
