@@ -112,7 +112,8 @@ cdef int qadd_run(const synet_qadd_plan* p, const void* a, const void* b, void* 
         if p.lut == NULL:
             return SYNET_NOT_READY
     if p.line != NULL and not ((p.mode == SYNET_QADD_LOOKUP or p.mode == SYNET_QADD_FOLDED) and one_byte and
-                               1 <= p.line_wa <= 2 and 1 <= p.line_wb <= 2 and p.line_wa + p.line_wb <= 3):
+                               p.nchan == 1 and 1 <= p.line_wa <= 2 and 1 <= p.line_wb <= 2 and
+                               p.line_wa + p.line_wb <= 3):
         return SYNET_VALUE_ERROR
     if p.mode < SYNET_QADD_GENERIC or p.mode > SYNET_QADD_LOOKUP or not synet_qadd_plan_lanes_ok(p):
         return SYNET_VALUE_ERROR
@@ -208,7 +209,8 @@ cdef _QaddState _new_state(planned):
     # the lookup kernel's table (by the generic kernel); from LUT_MIN outputs on at the avx512 level, the folded
     # kernel's table too, for its line: where the line exists, its byte permutes replace the folded arithmetic
     # (the same bits: the line reproduces the folded kernel's table)
-    lined = LEVEL == "avx512" and planned.mode == planning.FOLDED and planned.size >= _LUT_MIN
+    lined = LEVEL == "avx512" and planned.mode == planning.FOLDED and planned.nchan == 1 and \
+        planned.lanes is None and planned.size >= _LUT_MIN   # (per-axis constants follow the position)
     if planned.mode == planning.LOOKUP or lined:
         lut = _build_lut(p, st.a_dtype, st.b_dtype, planned.mode)
         if planned.mode == planning.LOOKUP:

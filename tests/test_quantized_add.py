@@ -421,6 +421,19 @@ def test_folded_line(qtype, act, ratio):
     assert add.forward(a, b, n_threads=2).tobytes() == out.tobytes()
 
 
+def test_per_axis_folded_plans_keep_their_arithmetic():
+    # per-axis constants follow the position, so no line stands for the plan (even where every channel has the
+    # same values and a table over 65536 positions would look like one)
+    rng = np.random.default_rng(9)
+    shape = (1, 64, 64, 64)   # above LUT_MIN
+    a, b = (rng.integers(0, 256, shape, dtype=np.uint8) for _ in range(2))
+    same = dict(a_scale=[0.01] * 64, a_zero=[47] * 64, b_scale=[0.02] * 64, b_zero=[30] * 64, dst_scale=[0.015] * 64,
+                dst_zero=[38] * 64)
+    add = context(a, b, U8, same)
+    assert kernel_of(add) == "folded" and "line" not in add.kernel
+    assert add.forward(a, b).tobytes() == context(a, b, U8, SEED_Q).forward(a, b).tobytes()
+
+
 def test_line_tables_streamed():
     # outputs of 4 Mi and more stream their stores past the caches, from a dst cache line on
     rng = np.random.default_rng(22)
