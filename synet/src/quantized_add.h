@@ -51,11 +51,12 @@ typedef struct synet_qadd_plan {
     synet_size prelu_inner, prelu_channels; /* PRELU: channel of output o = o / inner % channels */
     const uint8_t *lut;           /* LOOKUP: 2 * 65536 (+ 64 padding) bytes, dst of (a_byte << 8) | b_byte,
                                      then at 65536 + ((b_byte << 8) | a_byte) the same (transposed) */
-    /* LOOKUP at the avx512 level: when every entry of lut is a function of the line index n = line_wa * a' +
+    /* LOOKUP (and per-tensor FOLDED from the lookup size on) at the avx512 level: when the kernel's output for
+       every pair of operand bytes (LOOKUP: lut's entries) is a function of the line index n = line_wa * a' +
        line_wb * b' (a', b': the operand bytes, plus 128 when signed; weights 1 or 2, so n <
-       SYNET_QADD_LINE_BYTES), that function: line[n] (NULL otherwise). The planner builds it from lut and
-       checks it against all 65536 entries. (Scalar loads from it were slower than from lut, at the lower
-       levels.) */
+       SYNET_QADD_LINE_BYTES), that function: line[n] (NULL otherwise). The planner builds it from the kernel's
+       65536 outputs and checks it against all of them. (Scalar loads from it were slower than from lut, at the
+       lower levels.) */
     const uint8_t *line;
     int line_wa, line_wb;
     const synet_qadd_consts *consts;
