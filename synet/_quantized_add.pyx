@@ -227,8 +227,8 @@ cdef _QaddState _new_state(planned):
 
 cdef object _build_lut(synet_qadd_plan* plan, a_dtype, b_dtype, int mode):
     """dst of the `mode` kernel (GENERIC for LOOKUP plans) for every pair of operand bytes, at
-    (a_byte << 8) | b_byte (its bits), then the same transposed, at 65536 + ((b_byte << 8) | a_byte): a row
-    with a constant b reads a row of it."""
+    (a_byte << 8) | b_byte (its bits); for LOOKUP plans then the same transposed, at
+    65536 + ((b_byte << 8) | a_byte): a row with a constant b reads a row of it."""
     cdef synet_qadd_plan flat = plan[0]
     cdef int status
     flat.mode = SYNET_QADD_GENERIC if mode == planning.LOOKUP else mode
@@ -249,7 +249,8 @@ cdef object _build_lut(synet_qadd_plan* plan, a_dtype, b_dtype, int mode):
         status = qadd_run(&flat, pa, pb, pd, threads)
     if status != SYNET_OK:
         raise internal_error("QuantizedAdd lookup table", status)
-    lut[65536:2 * 65536] = lut[:65536].reshape(256, 256).T.ravel()
+    if mode == planning.LOOKUP:   # (a folded plan's table only finds its line)
+        lut[65536:2 * 65536] = lut[:65536].reshape(256, 256).T.ravel()
     return lut
 
 

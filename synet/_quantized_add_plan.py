@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import array
 import dataclasses
+import functools
 import math
 import numbers
 
@@ -366,17 +367,27 @@ LINE_BYTES = 832           # synet/src/quantized_add.h: SYNET_QADD_LINE_BYTES
 
 def line_table(lut: np.ndarray, a_signed: bool, b_signed: bool) -> tuple[int, int, np.ndarray] | None:
     """(wa, wb, line) when each of the lookup table's 65536 outputs (lut[(a_byte << 8) | b_byte]) equals
-    line[wa * a' + wb * b'] (a', b': the bytes, plus 128 when signed), checked for every pair; else None."""
+    line[wa * a' + wb * b'] (a', b': the bytes, plus 128 when signed), checked for every pair; else None.
+
+    With the table's rows and columns in a', b' order, the pairs of one n = wa * a' + wb * b' inside the
+    256 x 256 square are consecutive steps of (wb, -wa) (wa, wb coprime, the square convex): the outputs are a
+    function of n exactly when every entry equals the one a step away, a comparison of two shifted views."""
     table = lut[:65536].reshape(256, 256)
-    a = np.arange(256) ^ (0x80 if a_signed else 0)
-    b = np.arange(256) ^ (0x80 if b_signed else 0)
+    if a_signed or b_signed:   # table[a', b']: byte ^ 0x80 is a rotation by 128
+        table = np.roll(table, (128 if a_signed else 0, 128 if b_signed else 0), axis=(0, 1))
     for wa, wb in LINE_WEIGHTS:
-        n = wa * a[:, None] + wb * b[None, :]
-        line = np.zeros(LINE_BYTES, np.uint8)
-        line[n] = table
-        if np.array_equal(line[n], table):
+        if np.array_equal(table[:256 - wb, wa:], table[wb:, :256 - wa]):
+            line = np.zeros(LINE_BYTES, np.uint8)
+            line[_line_positions(wa, wb)] = table.ravel()
             return wa, wb, line
     return None
+
+
+@functools.cache
+def _line_positions(wa: int, wb: int) -> np.ndarray:
+    """wa * a' + wb * b' for every (a', b') of the 256 x 256 square, row-major."""
+    n = np.arange(256)
+    return (wa * n[:, None] + wb * n[None, :]).ravel()
 
 
 def operand(x: object, name: str) -> np.ndarray:

@@ -18,6 +18,7 @@ from reference import check_add as check
 
 import synet
 from synet import Activation, QuantizedAdd, quantized_add
+from synet import _quantized_add_plan as planning
 
 ACTIVATIONS = list(Activation)
 U8, I8, F32 = np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.float32)
@@ -389,6 +390,48 @@ def test_line_tables(types, ratio, kernel):
         check(out, a, b, q, act, default_params(act, 1))
         assert (buffer[:5] == 7).all() and (buffer[5 + n:] == 7).all()
         assert add.forward(a, b, n_threads=2).tobytes() == out.tobytes()
+
+
+def _line_by_definition(table, a_signed, b_signed):
+    """(wa, wb, line) of the first weights whose every class {(a, b): wa * a' + wb * b' = n} holds one value."""
+    a = np.arange(256) ^ (0x80 if a_signed else 0)
+    b = np.arange(256) ^ (0x80 if b_signed else 0)
+    for wa, wb in planning.LINE_WEIGHTS:
+        n = (wa * a[:, None] + wb * b[None, :]).ravel()
+        low = np.full(planning.LINE_BYTES, 255)
+        high = np.zeros(planning.LINE_BYTES, int)
+        np.minimum.at(low, n, table.ravel())
+        np.maximum.at(high, n, table.ravel())
+        reached = np.zeros(planning.LINE_BYTES, bool)
+        reached[n] = True
+        if (low[reached] == high[reached]).all():
+            return wa, wb, np.where(reached, low, 0).astype(np.uint8)
+    return None
+
+
+@given(weights=st.sampled_from([(1, 1), (1, 2), (2, 1), None]), a_signed=st.booleans(), b_signed=st.booleans(),
+       values=st.integers(1, 256), flips=st.lists(st.tuples(st.integers(0, 255), st.integers(0, 255)), max_size=2),
+       seed=st.integers(0, 2**32 - 1))
+def test_line_table_finds_exactly_the_lines_of_the_definition(weights, a_signed, b_signed, values, flips, seed):
+    # line_table compares each entry with its neighbour along the class (a shifted view), not class by class:
+    # the same answer as the definition, for tables that are lines, lines with an entry or two changed
+    # (a corner's class has one member), and tables of few values
+    rng = np.random.default_rng(seed)
+    if weights is None:
+        table = rng.integers(0, values, (256, 256)).astype(np.uint8)
+    else:
+        wa, wb = weights
+        a = np.arange(256) ^ (0x80 if a_signed else 0)
+        b = np.arange(256) ^ (0x80 if b_signed else 0)
+        table = rng.integers(0, values, planning.LINE_BYTES)[wa * a[:, None] + wb * b[None, :]].astype(np.uint8)
+    for i, j in flips:
+        table[i, j] ^= 0x5A
+    lut = np.concatenate([table.ravel(), np.zeros(65536 + 64, np.uint8)])
+    found = planning.line_table(lut, a_signed, b_signed)
+    expected = _line_by_definition(table, a_signed, b_signed)
+    assert (found is None) == (expected is None)
+    if found is not None:
+        assert found[:2] == expected[:2] and found[2].tobytes() == expected[2].tobytes()
 
 
 @pytest.mark.parametrize("ratio", [1.0, 2.0, 0.5, 1.7], ids=str)
