@@ -8,6 +8,7 @@ mutable): weights are packed per call, and array-valued parameters are keyed by 
 
 from __future__ import annotations
 
+import heapq
 import operator
 import threading
 
@@ -19,8 +20,9 @@ _STAMP = operator.itemgetter(0)
 
 class PlanCache:
     """The plans of one functional form by key, least recently used out first. A hit hashes and compares
-    its key once (a recency stamp in the entry, not a move in an ordered dict); eviction, at a miss of a
-    full cache, looks for the oldest stamp (a C-level scan: about 5 us for 128 plans)."""
+    its key once (a recency stamp in the entry, not a move in an ordered dict). Eviction, at a miss of a
+    full cache, takes the oldest stamp from a list of the oldest quarter made by one scan (about 7 us for
+    128 plans) and used up over the next misses (about 0.3 us each)."""
 
     def __init__(self, name: str, capacity: int = CAPACITY):
         self.name = name
@@ -28,6 +30,7 @@ class PlanCache:
         self._items: dict = {}     # key -> [stamp of its last use, plan, key]
         self._lock = threading.Lock()
         self._clock = 0
+        self._oldest: list = []    # (stamp, key) of the oldest entries at the last scan, the oldest last
         self.hits = self.misses = 0
 
     def get(self, key):
@@ -47,7 +50,21 @@ class PlanCache:
             self._clock += 1
             self._items[key] = [self._clock, plan, key]
             while len(self._items) > self.capacity:
-                del self._items[min(self._items.values(), key=_STAMP)[2]]
+                self._evict_oldest()
+
+    def _evict_oldest(self) -> None:
+        """Drop the least recently used entry: the oldest one in `_oldest` whose stamp has not changed since
+        the scan that listed it (an entry used or added since then has a newer stamp than all of those),
+        listing the oldest quarter again when none is left."""
+        while True:
+            while self._oldest:
+                stamp, key = self._oldest.pop()
+                entry = self._items.get(key)
+                if entry is not None and entry[0] == stamp:
+                    del self._items[key]
+                    return
+            oldest = heapq.nsmallest(max(1, self.capacity // 4), self._items.values(), key=_STAMP)
+            self._oldest = [(entry[0], entry[2]) for entry in reversed(oldest)]
 
     def info(self) -> dict:
         with self._lock:
@@ -56,6 +73,7 @@ class PlanCache:
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._oldest.clear()
             self.hits = self.misses = 0
 
 

@@ -1,12 +1,15 @@
 """The functional forms' plan cache (a hit is exactly as correct as a miss, thread-safe, bounded) and
 their empty tensors (the right shape, never an error, never a kernel)."""
 
+import collections
 import re
 import threading
 
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import synet
 from synet import _cache
@@ -82,6 +85,37 @@ def test_the_cache_is_bounded_and_clears():
     synet.clear_plan_cache()
     assert synet.plan_cache_info()["conv_transpose2d"]["plans"] == 0
     assert "plan_cache" in synet.config()
+
+
+@given(capacity=st.integers(1, 16),
+       steps=st.lists(st.tuples(st.booleans(), st.integers(0, 24)), min_size=40, max_size=200))
+def test_the_cache_keeps_exactly_the_most_recently_used_plans(capacity, steps):
+    # eviction takes its victims from a list made by one scan and used over later misses: after any sequence
+    # of gets and puts (re-puts of a cached key included) the cache holds what an exact LRU model holds
+    cache = _cache.PlanCache("test", capacity)
+    model: collections.OrderedDict = collections.OrderedDict()
+    for is_put, drawn in steps:
+        key = drawn % (capacity + 4)   # a few more keys than places: many hits, many evictions
+        if is_put:
+            cache.put(key, f"plan {key}")
+            model[key] = f"plan {key}"
+            model.move_to_end(key)
+            while len(model) > capacity:
+                model.popitem(last=False)
+        else:
+            assert cache.get(key) == model.get(key)
+            if key in model:
+                model.move_to_end(key)
+    assert all(cache.get(key) == model.get(key) for key in range(capacity + 4))
+
+
+def test_a_plan_used_after_the_scan_that_listed_it_stays():
+    cache = _cache.PlanCache("test", 8)
+    for key in range(9):
+        cache.put(key, key)   # the ninth: a scan lists plans 0 and 1 as the oldest, plan 0 goes
+    cache.get(1)              # plan 1 used: plan 2 is now the least recently used
+    cache.put(9, 9)
+    assert [key for key in range(10) if cache.get(key) is None] == [0, 2]
 
 
 def test_the_least_recently_used_plan_goes_first():
