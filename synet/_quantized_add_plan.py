@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import array
 import dataclasses
-import functools
 import math
 import numbers
 
@@ -383,11 +382,16 @@ def line_table(lut: np.ndarray, a_signed: bool, b_signed: bool) -> tuple[int, in
     return None
 
 
-@functools.cache
+_LINE_POSITIONS: dict[tuple[int, int], np.ndarray] = {}
+
+
 def _line_positions(wa: int, wb: int) -> np.ndarray:
-    """wa * a' + wb * b' for every (a', b') of the 256 x 256 square, row-major."""
-    n = np.arange(256)
-    return (wa * n[:, None] + wb * n[None, :]).ravel()
+    """wa * a' + wb * b' for every (a', b') of the 256 x 256 square, row-major (made once per weights)."""
+    positions = _LINE_POSITIONS.get((wa, wb))
+    if positions is None:
+        n = np.arange(256)
+        positions = _LINE_POSITIONS[wa, wb] = (wa * n[:, None] + wb * n[None, :]).ravel()
+    return positions
 
 
 def operand(x: object, name: str) -> np.ndarray:
