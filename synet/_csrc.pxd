@@ -129,9 +129,6 @@ cdef extern from "deconvolution.h" nogil:
         const int64_t* tap_kz
         const int64_t* tap_ky
         const int64_t* tap_kx
-        const int64_t* row_phase
-        const int64_t* row_z
-        const int64_t* row_index
         const int64_t* col_first
         const int64_t* col_count
         Py_ssize_t amx_runs

@@ -85,10 +85,11 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
             min(p.stride_z, p.stride_y, p.stride_x, p.kernel_z, p.kernel_y, p.kernel_x) < 1 or \
             min(p.cg_in, p.cg_out, p.padded_d, p.padded_h, p.padded_w, p.nrows, p.ntasks, p.row_run) < 1 or \
             min(p.dilation_z, p.dilation_y, p.dilation_x) < 1 or p.buf_size < 0 or p.pad_rows < 0 or \
-            p.dst_image != p.dst_d * p.dst_h * p.dst_w * p.dst_c:
+            p.dst_image != p.dst_d * p.dst_h * p.dst_w * p.dst_c or p.nrows != p.dst_d * p.dst_h or \
+            min(p.pad_front, p.pad_top, p.pad_left) < 0:
         return SYNET_VALUE_ERROR
-    if p.phase_taps == NULL or p.phase_tap0 == NULL or p.tap_offsets == NULL or p.row_phase == NULL or \
-            p.row_z == NULL or p.row_index == NULL or p.col_first == NULL or p.col_count == NULL:
+    if p.phase_taps == NULL or p.phase_tap0 == NULL or p.tap_offsets == NULL or p.col_first == NULL or \
+            p.col_count == NULL:
         return SYNET_VALUE_ERROR
     if p.impl == SYNET_DECONV_GEMM and (
             (p.direct and not (p.src_bf16 and p.nhwc and p.micro != SYNET_MICRO_FP32)) or
@@ -227,9 +228,6 @@ cdef _Geometry _new_geometry(planned):
     p.tap_kz = tables + <Py_ssize_t>at["tap_kz"][0]
     p.tap_ky = tables + <Py_ssize_t>at["tap_ky"][0]
     p.tap_kx = tables + <Py_ssize_t>at["tap_kx"][0]
-    p.row_phase = tables + <Py_ssize_t>at["row_phase"][0]
-    p.row_z = tables + <Py_ssize_t>at["row_z"][0]
-    p.row_index = tables + <Py_ssize_t>at["row_index"][0]
     p.col_first = tables + <Py_ssize_t>at["col_first"][0]
     p.col_count = tables + <Py_ssize_t>at["col_count"][0]
     p.amx_runs = s["amx_runs"]

@@ -11,6 +11,7 @@ is a stride-1 convolution over its taps: an implicit GEMM over (taps x input cha
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from typing import Any
 
@@ -335,15 +336,9 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
                         for kx, ox in taps_x:
                             tap_offsets.append(oz * plane + oy * row + ox * pix)
                             tap_k.append((kz, ky, kx))
-    # task rows, one per output row (oz, oy) in output order: phase rz * sy + ry and index jz along z, jy
-    # along y, where oz + pad_front = sz * jz + rz and oy + pad_top = sy * jy + ry (every output row is
-    # some phase's; built as arrays: sorting a list of tuples took a third of a new shape's planning)
-    jz, rz = np.divmod(np.arange(pad_begin[0], pad_begin[0] + dst[0], dtype=np.int64), stride[0])
-    jy, ry = np.divmod(np.arange(pad_begin[1], pad_begin[1] + dst[1], dtype=np.int64), stride[1])
-    row_phase = (rz[:, None] * stride[1] + ry[None, :]).reshape(-1)
-    row_z = np.repeat(jz, dst[1])
-    row_index = jy if dst[0] == 1 else np.broadcast_to(jy, (dst[0], dst[1])).ravel()
-    nrows = row_phase.size
+    # task rows: one per output row (oz, oy), in output order (the kernels derive each one's phase and
+    # indices: deconvolution.h, synet_deconv_row_of)
+    nrows = dst[0] * dst[1]
     col_first = [ph[1] for ph in phases_x]
     col_count = [ph[2] for ph in phases_x]
     nblocks = (cg_out + width - 1) // width
@@ -357,9 +352,10 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     run_unit0: list[int] = []
     if amx:
         by_phase: dict[int, tuple[list[int], list[int]]] = {}
-        for rzy, jz, jy in zip(row_phase.tolist(), row_z.tolist(), row_index.tolist()):
-            rz, ry = divmod(rzy, stride[1])
-            oz, oy = rz - pad_begin[0] + stride[0] * jz, ry - pad_begin[1] + stride[1] * jy
+        for oz, oy in itertools.product(range(dst[0]), range(dst[1])):
+            jz, rz = divmod(oz + pad_begin[0], stride[0])
+            jy, ry = divmod(oy + pad_begin[1], stride[1])
+            rzy = rz * stride[1] + ry
             for rx in range(stride[2]):
                 phase = rzy * stride[2] + rx
                 full, tails = by_phase.setdefault(phase, ([], []))
@@ -409,8 +405,7 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
         "phase_taps": phase_taps, "phase_tap0": phase_tap0 + [len(tap_offsets)],
         "tap_offsets": tap_offsets, "tap_kz": (k[0] for k in tap_k),
         "tap_ky": (k[1] for k in tap_k), "tap_kx": (k[2] for k in tap_k),
-        "row_phase": row_phase, "row_z": row_z,
-        "row_index": row_index, "col_first": col_first, "col_count": col_count,
+        "col_first": col_first, "col_count": col_count,
         "unit_s0": (u[0] for u in units), "unit_s1": (u[1] for u in units),
         "unit_ob": (u[2] for u in units), "run_unit0": run_unit0,
         "seg_aoff": seg_aoff, "seg_doff": seg_doff, "seg_m": seg_m,

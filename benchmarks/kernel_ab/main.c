@@ -69,7 +69,7 @@ static void parse(const char *path, synet_deconv_plan *p)
                     exit(1);
 #define TABLE(x) if (!strcmp(name, #x)) p->x = t;
             TABLE(phase_taps) TABLE(phase_tap0) TABLE(tap_offsets) TABLE(tap_kz) TABLE(tap_ky) TABLE(tap_kx)
-            TABLE(row_phase) TABLE(row_z) TABLE(row_index) TABLE(col_first) TABLE(col_count) TABLE(unit_s0)
+            TABLE(col_first) TABLE(col_count) TABLE(unit_s0)
             TABLE(unit_s1) TABLE(unit_ob) TABLE(run_unit0) TABLE(seg_aoff) TABLE(seg_doff) TABLE(seg_m)
             TABLE(seg_phase) TABLE(border_z) TABLE(border_y) TABLE(border_x) TABLE(weight_offsets)
         }

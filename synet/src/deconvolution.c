@@ -913,9 +913,8 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
     carry.count = 0;
 #endif
     for (synet_size r = run * p->row_run; r < SYNET_MIN(p->nrows, (run + 1) * p->row_run); ++r) {
-        const synet_size rzy = p->row_phase[r], rz = rzy / p->stride_y, ry = rzy % p->stride_y;
-        const synet_size j = p->row_index[r], k = p->row_z[r];
-        const synet_size oy = ry - p->pad_top + p->stride_y * j, oz = rz - p->pad_front + p->stride_z * k;
+        const synet_deconv_row row = synet_deconv_row_of(p, r);
+        const synet_size rzy = row.rzy, j = row.j, k = row.k, oy = row.oy, oz = row.oz;
         for (synet_size c0 = 0; c0 < columns; c0 += chunk) {
             synet_size ends[PHASES_MAX];
             for (synet_size rx = 0; rx < p->stride_x; ++rx) {

@@ -55,10 +55,10 @@ typedef struct synet_deconv_plan {
     /* tables: every output phase (rz, ry, rx) of the stride_z x stride_y x stride_x phases, numbered
        (rz * stride_y + ry) * stride_x + rx, has phase_taps[phase] taps from phase_tap0[phase] on, with
        tap_offsets (elements of the padded image) and kernel positions tap_kz / tap_ky / tap_kx; a task
-       row is an output row of phase row_phase (= rz * stride_y + ry), with index row_z (along z) and
-       row_index (along y); phase column rx has col_count columns from col_first */
+       row r < nrows is output row (r / dst_h, r % dst_h) (synet_deconv_row_of); phase column rx has
+       col_count columns from col_first */
     const int64_t *phase_taps, *phase_tap0, *tap_offsets, *tap_kz, *tap_ky, *tap_kx;
-    const int64_t *row_phase, *row_z, *row_index, *col_first, *col_count;
+    const int64_t *col_first, *col_count;
     /* AMX units: segment unit_s0 and (full segments only) unit_s1 or -1, output channel block unit_ob; a
        segment is <= 16 pixels of one phase row: its first pixel in the padded image (seg_aoff) and in dst
        (seg_doff). A task (of an image and group) is run r < amx_runs: units run_unit0[r] to
@@ -82,6 +82,24 @@ typedef struct synet_deconv_plan {
     const int64_t *border_x;      /* [nborder_x]: the border columns, ascending */
     const float *exact_weights;   /* BF16-rounded FP32 weights [group][kernel_z][kernel_y][kernel_x][cg_in][cg_out] */
 } synet_deconv_plan;
+
+/* Output row (oz, oy) of task row r, in the phase rzy = rz * stride_y + ry at index k along z and j along y,
+   where oz + pad_front = stride_z * k + rz and oy + pad_top = stride_y * j + ry. */
+typedef struct synet_deconv_row {
+    synet_size oz, oy, rzy, k, j;
+} synet_deconv_row;
+
+static inline synet_deconv_row synet_deconv_row_of(const synet_deconv_plan *p, synet_size r)
+{
+    synet_deconv_row row;
+    row.oz = r / p->dst_h;
+    row.oy = r % p->dst_h;
+    const synet_size z = row.oz + p->pad_front, y = row.oy + p->pad_top;
+    row.k = z / p->stride_z;
+    row.j = y / p->stride_y;
+    row.rzy = z % p->stride_z * p->stride_y + y % p->stride_y;
+    return row;
+}
 
 /* The caller's weights: element (g, ci, co, kz, ky, kx) is at w[(g * cg_in + ci) * ci_step + co * co_step +
    kz * kz_step + ky * ky_step + kx * kx_step] (FP32). */

@@ -374,7 +374,8 @@ static void assemble_rows(const synet_deconv_plan *p, const float *pad, const fl
                           synet_size x0, synet_size width, void *out, synet_size out_step, const float *bias,
                           int mode, int bf16)
 {
-    const synet_size rzy = p->row_phase[r], j = p->row_index[r], k = p->row_z[r];
+    const synet_deconv_row row = synet_deconv_row_of(p, r);
+    const synet_size rzy = row.rzy, j = row.j, k = row.k;
     const float *s = pad + ((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + p->pad_low_x;
     if (p->stride_x == 2) {
         const synet_size ra = p->pad_left % 2, rb = 1 - ra;
@@ -408,15 +409,13 @@ static void assemble_rows(const synet_deconv_plan *p, const float *pad, const fl
     }
 }
 
-/* How many of rows r, r + stride_y, ... below `end` are of r's phase, on consecutive source rows */
+/* How many of rows r, r + stride_y, ... below `end` are of r's phase, on consecutive source rows: those
+   of r's output plane (oy + L * stride_y < dst_h: phase ry, index j + L; the next plane's are of
+   another phase rz, or with stride_z 1 of index k + 1) */
 static synet_size same_phase_rows(const synet_deconv_plan *p, synet_size r, synet_size end)
 {
-    const synet_size sy = p->stride_y;
-    synet_size L = 1;
-    while (r + L * sy < end && p->row_phase[r + L * sy] == p->row_phase[r] &&
-           p->row_index[r + L * sy] == p->row_index[r] + L && p->row_z[r + L * sy] == p->row_z[r])
-        ++L;
-    return L;
+    const synet_size next_plane = r - r % p->dst_h + p->dst_h;
+    return (SYNET_MIN(end, next_plane) - r + p->stride_y - 1) / p->stride_y;
 }
 
 /* Channels first: one (image, channel) plane. Its padded copy is made here (it stays in cache for the
@@ -444,9 +443,8 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
         const synet_size batch = whole ? (mode ? p->nrows : DW_COLS / width) : 1;
         for (synet_size r0 = 0; r0 < p->nrows; r0 += batch) {
             const synet_size nb = SYNET_MIN(batch, p->nrows - r0);
-            const synet_size rzy = p->row_phase[r0], rz = rzy / sy, ry = rzy % sy;
-            const synet_size oy = ry - p->pad_top + sy * p->row_index[r0];
-            const synet_size oz = rz - p->pad_front + p->stride_z * p->row_z[r0];
+            const synet_deconv_row row = synet_deconv_row_of(p, r0);
+            const synet_size oy = row.oy, oz = row.oz;
             const synet_size at = (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w + x0;
             const int bf16 = mode && p->dst_bf16;
             void *out = mode ? element_at(dst, at, bf16) : buffer;
@@ -589,9 +587,8 @@ static void depthwise_row_channels_last(const synet_deconv_plan *p, const float 
 {
     float tile[DW_PIXELS * DW_SPAN];
     const synet_size r = task % p->nrows, n = task / p->nrows, C = p->src_c;
-    const synet_size rzy = p->row_phase[r], rz = rzy / p->stride_y, ry = rzy % p->stride_y;
-    const synet_size j = p->row_index[r], k = p->row_z[r];
-    const synet_size oy = ry - p->pad_top + p->stride_y * j, oz = rz - p->pad_front + p->stride_z * k;
+    const synet_deconv_row row = synet_deconv_row_of(p, r);
+    const synet_size rzy = row.rzy, j = row.j, k = row.k, oy = row.oy, oz = row.oz;
     const synet_size zy = (k + p->pad_low_z) * p->padded_h + j + p->pad_low_y; /* the padded plane row */
     const synet_size pixel_step = p->stride_x * C;
     const int mode = finish_mode(p); /* the tiles store finished outputs to dst themselves */
