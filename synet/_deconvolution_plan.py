@@ -325,7 +325,9 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     phase_taps: list[int] = []
     phase_tap0: list[int] = []
     tap_offsets: list[int] = []
-    tap_k: list[tuple[int, int, int]] = []
+    tap_kz: list[int] = []
+    tap_ky: list[int] = []
+    tap_kx: list[int] = []
     for taps_z, _, _ in phases_z:
         for taps_y, _, _ in phases_y:
             for taps_x, _, _ in phases_x:
@@ -335,7 +337,9 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
                     for ky, oy in taps_y:
                         for kx, ox in taps_x:
                             tap_offsets.append(oz * plane + oy * row + ox * pix)
-                            tap_k.append((kz, ky, kx))
+                            tap_kz.append(kz)
+                            tap_ky.append(ky)
+                            tap_kx.append(kx)
     # task rows: one per output row (oz, oy), in output order (the kernels derive each one's phase and
     # indices: deconvolution.h, synet_deconv_row_of)
     nrows = dst[0] * dst[1]
@@ -348,7 +352,9 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     seg_m: list[int] = []
     seg_phase: list[int] = []
     seg_place: list[tuple[int, int, int]] = []
-    units: list[tuple[int, int, int]] = []
+    unit_s0: list[int] = []
+    unit_s1: list[int] = []
+    unit_ob: list[int] = []
     run_unit0: list[int] = []
     if amx:
         by_phase: dict[int, tuple[list[int], list[int]]] = {}
@@ -378,20 +384,30 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
         # run together, so a thread's share of the tasks is a band of output rows (no cache line written by two
         # threads), and a block's neighbour shares its image pixels (in L1) and its part-filled cache lines
         pairs.sort(key=lambda pair: seg_place[pair[0]])
-        units = [(s0, s1, ob) for s0, s1 in pairs for ob in range(nblocks)]
-        run_unit0 += range(0, len(units), AMX_RUN)
-        run_unit0.append(len(units))
+        for s0, s1 in pairs:
+            unit_s0 += [s0] * nblocks
+            unit_s1 += [s1] * nblocks
+            unit_ob += range(nblocks)
+        run_unit0 += range(0, len(unit_s0), AMX_RUN)
+        run_unit0.append(len(unit_s0))
     amx_runs = max(0, len(run_unit0) - 1)
     # an axis without padding (low = high = 0) has no border outputs
-    border_z, border_y, border_x = (border_outputs(phases, stride[a], pad_begin[a], src[a], dst[a]) if low or high
-                                    else np.zeros(dst[a], np.int64) for a, (phases, low, high) in enumerate(axes))
-    border_x = np.flatnonzero(border_x)
-    kpairs = len(tap_k) if depthwise else cgp // 2
+    # border flags per axis, none on an axis without padding (low = high = 0); a plan without any padding has
+    # no border outputs (has_borders), and its kernels never read the tables
+    border_z: list[int] | np.ndarray = []
+    border_y: list[int] | np.ndarray = []
+    border_x: list[int] | np.ndarray = []
+    if not unpadded:
+        border_z, border_y, border_x = (
+            border_outputs(phases, stride[a], pad_begin[a], src[a], dst[a]) if low or high
+            else np.zeros(dst[a], np.int64) for a, (phases, low, high) in enumerate(axes))
+        border_x = np.flatnonzero(border_x)
+    kpairs = len(tap_offsets) if depthwise else cgp // 2
     phases = math.prod(stride)
     # the FP32 micro-kernel's weights as float32 rows (no unpacking of BF16 pairs in its inner loop: D2, D3,
     # D5 0.88-0.93x the time at avx512 and avx2) where a channel block's weights, twice the bytes, stay well
     # inside L2 (D1's 1 MiB: 1.07-1.12x slower than pairs)
-    wide = int(micro == MICRO_FP32 and not depthwise and len(tap_k) * kpairs * min(width, cg_out) * 8 <= WIDE_MAX)
+    wide = int(micro == MICRO_FP32 and not depthwise and len(tap_offsets) * kpairs * min(width, cg_out) * 8 <= WIDE_MAX)
     weight_offsets, offset = [], 0
     if not depthwise:
         for _ in range(g):
@@ -400,14 +416,12 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
                     lanes = (min(width, cg_out - ob * width) + 15) // 16 * 16
                     weight_offsets.append(offset)
                     offset += phase_taps[phase] * kpairs * row_units(wide, lanes)
-    packed_size = geo.src_c * len(tap_k) if depthwise else offset + 64
+    packed_size = geo.src_c * len(tap_offsets) if depthwise else offset + 64
     table_data, table_bounds = _tables({
         "phase_taps": phase_taps, "phase_tap0": phase_tap0 + [len(tap_offsets)],
-        "tap_offsets": tap_offsets, "tap_kz": (k[0] for k in tap_k),
-        "tap_ky": (k[1] for k in tap_k), "tap_kx": (k[2] for k in tap_k),
+        "tap_offsets": tap_offsets, "tap_kz": tap_kz, "tap_ky": tap_ky, "tap_kx": tap_kx,
         "col_first": col_first, "col_count": col_count,
-        "unit_s0": (u[0] for u in units), "unit_s1": (u[1] for u in units),
-        "unit_ob": (u[2] for u in units), "run_unit0": run_unit0,
+        "unit_s0": unit_s0, "unit_s1": unit_s1, "unit_ob": unit_ob, "run_unit0": run_unit0,
         "seg_aoff": seg_aoff, "seg_doff": seg_doff, "seg_m": seg_m,
         "seg_phase": seg_phase, "border_z": border_z, "border_y": border_y,
         "border_x": border_x, "weight_offsets": weight_offsets,
@@ -432,7 +446,7 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
         padded_w=wp, pad_low_z=plz, pad_low_y=ply, pad_low_x=plx, cg_padded=cgp, pixel_stride=cpt,
         padded_image=dp * hp * wp * (geo.src_c if depthwise else cpt), kpairs=kpairs, block_width=width,
         weight_strip=fp32_strip if micro == MICRO_FP32 else width,
-        nblocks=nblocks, nrows=nrows, nunits=len(units), amx_runs=amx_runs, ntasks=ntasks,
+        nblocks=nblocks, nrows=nrows, nunits=len(unit_s0), amx_runs=amx_runs, ntasks=ntasks,
         row_run=row_run, stream=stream,
         dst_image=math.prod(dst) * geo.dst_c, pad_rows=pad_rows, nborder_x=len(border_x),
     )
