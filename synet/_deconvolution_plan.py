@@ -391,7 +391,6 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
         run_unit0 += range(0, len(unit_s0), AMX_RUN)
         run_unit0.append(len(unit_s0))
     amx_runs = max(0, len(run_unit0) - 1)
-    # an axis without padding (low = high = 0) has no border outputs
     # border flags per axis, none on an axis without padding (low = high = 0); a plan without any padding has
     # no border outputs (has_borders), and its kernels never read the tables
     border_z: list[int] | np.ndarray = []
