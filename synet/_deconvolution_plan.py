@@ -41,7 +41,7 @@ BLOCK = 64          # output channels per packed weight block (SYNET_DECONV_BLOC
 AMX_BLOCK = 32
 AMX_RUN = 8         # AMX units a task runs (one unit's stores overlap the next one's tile arithmetic)
 MAX_PLAN = 1 << 24  # table entries (phases x taps, rows, columns) a geometry may need
-STREAM_MIN = 4 << 20  # output bytes from which whole channels-first store windows bypass the caches
+STREAM_MIN = 4 << 20  # output bytes from which whole lines of it bypass the caches
 WIDE_MAX = 512 << 10  # bytes of one channel block's float32 weights up to which the FP32 micro-kernel gets them
 FLOAT32 = np.dtype(np.float32)
 UINT16 = np.dtype(np.uint16)
@@ -431,8 +431,9 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     nruns = -(-nrows // row_run)
     ntasks = batch * ((nrows if nhwc else geo.src_c) if depthwise
                       else g * (amx_runs if amx else nruns * nblocks))
-    # non-temporal stores of whole windows: channels first, an output far larger than the caches
-    stream = int(not (nhwc or amx or depthwise) and batch * math.prod(dst) * geo.dst_c * (
+    # an output far larger than the caches: non-temporal stores of whole lines (channels first: the phases'
+    # store windows; channels last: FP32 micro-tiles stored from the registers)
+    stream = int(not (amx or depthwise) and batch * math.prod(dst) * geo.dst_c * (
         2 if geo.dst_type == DataType.BFLOAT16 else 4) >= STREAM_MIN)
     scalars = dict(
         impl=DEPTHWISE if depthwise else GEMM, micro=micro, wide_weights=wide, src_bf16=int(src_bf16),

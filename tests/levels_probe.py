@@ -139,6 +139,14 @@ def probe(seed: int = 0) -> dict[str, np.ndarray]:
                             xs, w, bias, stride, kernel // 2 if stride > 1 else 0, groups=group, layout=fmt,
                             activation=act, activation_params=act_params(act, dst_c, rng), out_dtype=out_dtype,
                             n_threads=threads)
+    # outputs of 4 MiB: stores that bypass the caches (channels first: the phases' windows; last: the tiles)
+    x = rng.standard_normal((1, 16, 64, 64)).astype(np.float32)
+    w = rng.standard_normal((16, 64, 2, 2)).astype(np.float32)
+    bias = rng.standard_normal(64).astype(np.float32)
+    for fmt in ("NCHW", "NHWC"):
+        xs, ws = (x, w) if fmt == "NCHW" else (x.transpose(0, 2, 3, 1).copy(), w.transpose(0, 2, 3, 1).copy())
+        out[f"deconv {fmt} streamed"] = synet.conv_transpose2d(xs, ws, bias, 2, layout=fmt, activation="relu",
+                                                               n_threads=2)
     return {k: np.ascontiguousarray(v).view(np.uint8).reshape(-1) for k, v in out.items()}
 
 

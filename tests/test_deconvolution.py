@@ -188,6 +188,19 @@ def test_nchw_phases_stored_together(stride, kernel, pads, width, act, dst_bf16)
              stride * 100 + width)
 
 
+def assert_same_bits_at_every_offset(d, xs, y):
+    """d.forward(xs) into a dst at every offset into a cache line (guards around it), 1 and 2 threads: y's bits."""
+    for offset in range(0, 64, y.itemsize):
+        raw = np.full(y.nbytes + 256, 0xAB, np.uint8)
+        start = (-raw.ctypes.data) % 64 + 64 + offset
+        dst = raw[start:start + y.nbytes].view(y.dtype).reshape(y.shape)
+        for threads in (1, 2):
+            dst[...] = 0
+            d.forward(xs, None, dst, n_threads=threads)
+            assert np.array_equal(dst.view(np.uint8), y.view(np.uint8)), (offset, threads)
+            assert (raw[:start] == 0xAB).all() and (raw[start + y.nbytes:] == 0xAB).all()
+
+
 @pytest.mark.parametrize("hw, kernel, stride, pads, cg_out, dst_bf16, act, bad", [
     ((64, 64), 2, 2, 0, 64, False, Activation.IDENTITY, ()),         # 4 MiB out: streamed, runs of 2 rows
     ((64, 64), 2, 2, 0, 64, False, Activation.RELU, ((0.3, np.nan),)),  # ... NaN through RELU, exact borders
@@ -204,15 +217,26 @@ def test_nchw_windows_carried_and_streamed(hw, kernel, stride, pads, cg_out, dst
                         dst_bf16, act, True, 4000 + cg_out, bad_weights=bad)
     if bad:
         assert np.isnan(y).any() and np.isfinite(y).any()
-    for offset in range(0, 64, 2 if dst_bf16 else 4):
-        raw = np.full(y.nbytes + 256, 0xAB, np.uint8)
-        start = (-raw.ctypes.data) % 64 + 64 + offset
-        dst = raw[start:start + y.nbytes].view(y.dtype).reshape(y.shape)
-        for threads in (1, 2):
-            dst[...] = 0
-            d.forward(xs, None, dst, n_threads=threads)
-            assert np.array_equal(dst.view(np.uint8), y.view(np.uint8)), (offset, threads)
-            assert (raw[:start] == 0xAB).all() and (raw[start + y.nbytes:] == 0xAB).all()
+    assert_same_bits_at_every_offset(d, xs, y)
+
+
+@pytest.mark.parametrize("hw, kernel, stride, pads, cg_out, groups, act, bad", [
+    ((64, 64), 2, 2, 0, 64, 1, Activation.IDENTITY, ()),            # 4 MiB out: the tiles' stores streamed
+    ((64, 64), 2, 2, 0, 64, 1, Activation.RELU, ((0.3, np.nan),)),  # ... NaN through RELU
+    ((64, 90), 2, 2, 0, 48, 1, Activation.IDENTITY, ()),            # 48 channels: a call of 32, one of 16
+    ((64, 64), 4, 2, 1, 32, 2, Activation.RELU, ()),                # groups, borders
+    ((82, 82), 3, 2, 1, 40, 1, Activation.IDENTITY, ()),            # no whole blocks: the tile buffer
+])
+def test_nhwc_tiles_streamed(hw, kernel, stride, pads, cg_out, groups, act, bad):
+    """Channels last, an FP32 output of 4 MiB or more: the micro-kernel's stores to dst bypass the caches
+    when dst starts on a cache line. dst at every offset into a line, guards around it, 1 and 2 threads: the
+    same bits as the reference-checked run."""
+    d, xs, y = run_case("NHWC", 1, 8, cg_out, groups, hw, (kernel, kernel), (stride, stride), (1, 1), pads,
+                        False, False, act, True, 5000 + cg_out, bad_weights=bad)
+    assert y.nbytes >= 4 << 20
+    if bad:
+        assert np.isnan(y).any() and np.isfinite(y).any()
+    assert_same_bits_at_every_offset(d, xs, y)
 
 
 @pytest.mark.parametrize("cg_out, groups", [(16, 1), (64, 1), (80, 1), (128, 1), (48, 2), (40, 1)])

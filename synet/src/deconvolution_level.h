@@ -47,8 +47,8 @@ SYNET_INLINE float finish1(float x, float bias, const int mode)
 /* ---- the epilogue: bias, activation, FP32 or BF16 store ---- */
 
 #if SYNET_AVX512
-/* RELU (relu) or IDENTITY of v, stored to lanes k of dst at element o (`whole`: all 16, by a plain store):
-   FP32, or BF16 bits (nearest-even) */
+/* RELU (relu) or IDENTITY of v, stored to lanes k of dst at element o (`whole`: all 16, by a plain store; 2:
+   an FP32 store bypassing the caches, o on a 64-byte line): FP32, or BF16 bits (nearest-even) */
 SYNET_INLINE void store_act16_lanes(void *dst, int64_t o, __mmask16 k, __m512 v, int relu, int bf16, const int whole)
 {
     if (relu)
@@ -57,6 +57,8 @@ SYNET_INLINE void store_act16_lanes(void *dst, int64_t o, __mmask16 k, __m512 v,
         _mm256_storeu_si256((__m256i *)((uint16_t *)dst + o), synet_bf16_pack_x16(v));
     else if (bf16)
         _mm256_mask_storeu_epi16((uint16_t *)dst + o, k, synet_bf16_pack_x16(v));
+    else if (whole == 2)
+        stream_vf((float *)dst + o, v);
     else if (whole)
         _mm512_storeu_ps((float *)dst + o, v);
     else

@@ -252,6 +252,19 @@ SYNET_INLINE void store_vf(void *out, int64_t i, vfloat v, int bf16)
 #endif
 }
 
+/* v to out (FP32, aligned to the vector) bypassing the caches: a non-temporal store, whose writer ends with an
+   sfence (the baseline: a plain store) */
+SYNET_INLINE void stream_vf(float *out, vfloat v)
+{
+#if SYNET_AVX512
+    _mm512_stream_ps(out, v);
+#elif SYNET_AVX2
+    _mm256_stream_ps(out, v);
+#else
+    *(vfloat_u *)(void *)out = v;
+#endif
+}
+
 /* the same for one value */
 SYNET_INLINE void store_f(void *out, int64_t i, float v, int bf16)
 {
