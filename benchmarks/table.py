@@ -9,7 +9,8 @@ import json
 import sys
 
 
-def load(path: str) -> dict[str, dict[str, dict]]:
+def load(path: str) -> tuple[dict, dict[str, dict[str, dict]]]:
+    """The report and its rows by workload and candidate."""
     with open(path) as f:
         report = json.load(f)
     rows: dict[str, dict[str, dict]] = {}
@@ -39,6 +40,9 @@ def main(path: str, before_path: str | None = None) -> None:
         limit = f"{synet['limit %']:.0f} % {synet['bound']}" if "limit %" in synet else ""
         two = candidates.get("synet x2")
         speedup = f"{synet['ms'] / two['ms']:.2f}x" if two else ""
+        copy, copy2 = candidates.get("limit: copy (same bytes)"), candidates.get("limit: copy x2 (same bytes)")
+        if two and synet.get("bound") == "memory" and copy and copy2:   # what two threads gain on a copy
+            speedup += f" (copy {copy['ms'] / copy2['ms']:.2f}x)"
         peers = "; ".join(f"{label} {row['vs_synet']:.2f}x" for label, row in candidates.items()
                           if label not in ("synet", "synet x2") and not label.startswith("limit:"))
         then = (time_of(before[name]["synet"]) if name in before else "new",) if before else ()

@@ -19,6 +19,7 @@ import numpy as np
 cimport numpy as cnp
 from cython.parallel cimport prange
 from libc.stdint cimport uint16_t, uint32_t
+from libc.string cimport memcpy
 
 from synet._fastpath cimport is_output, new_array, same_shape
 from libc.stdint cimport int64_t
@@ -29,7 +30,7 @@ from synet._csrc cimport (
     synet_peak_kernels, synet_peak_kernels_at,
 )
 
-from ._arrays import UINT16, check_n_threads, check_out
+from ._arrays import UINT16, check_n_threads, check_out, require_array
 from ._types import BFLOAT16
 
 cnp.import_array()
@@ -426,6 +427,31 @@ def peak_run(str kind, int64_t iterations):
     with nogil:
         flops = loop(iterations)
     return flops
+
+
+def copy_run(source, target, n_threads=None):
+    """Copy the bytes of `source` into `target` (C-contiguous ndarrays of the same size in bytes, target
+    writeable, not overlapping) on `n_threads` threads, each one contiguous share of whole cache lines: the
+    bench's stream-bandwidth limit for more than one thread (NumPy copies on one)."""
+    cdef int threads = call_threads(n_threads)
+    a = require_array(source, "source")
+    b = require_array(target, "target")
+    if not (a.flags.c_contiguous and b.flags.c_contiguous):
+        raise ValueError("source, target: expected C-contiguous arrays")
+    if a.nbytes != b.nbytes:
+        raise ValueError(f"target: expected {a.nbytes} bytes (source's), got {b.nbytes}")
+    if not b.flags.writeable:
+        raise ValueError("target: expected a writeable array, got a read-only one")
+    if np.may_share_memory(a, b):
+        raise ValueError("target: must not overlap source")
+    cdef const char* src = <const char*>cnp.PyArray_DATA(<cnp.ndarray>a)
+    cdef char* dst = <char*>cnp.PyArray_DATA(<cnp.ndarray>b)
+    cdef Py_ssize_t n = a.nbytes, share = ((n + threads - 1) // threads + 63) // 64 * 64, i, start
+    with nogil:
+        for i in prange(threads, num_threads=threads, schedule="static"):
+            start = i * share
+            if start < n:
+                memcpy(dst + start, src + start, min(share, n - start))
 
 
 def peak_flops(str kind, double seconds=0.05):
