@@ -40,7 +40,8 @@ def main(path: str, before_path: str | None = None) -> None:
         limit = f"{synet['limit %']:.0f} % {synet['bound']}" if "limit %" in synet else ""
         two = candidates.get("synet x2")
         speedup = f"{synet['ms'] / two['ms']:.2f}x" if two else ""
-        copy, copy2 = candidates.get("limit: copy (same bytes)"), candidates.get("limit: copy x2 (same bytes)")
+        copy, copy2 = candidates.get("limit: copy in blocks (same bytes)"), \
+            candidates.get("limit: copy in blocks x2 (same bytes)")
         if two and synet.get("bound") == "memory" and copy and copy2:   # what two threads gain on a copy
             speedup += f" (copy {copy['ms'] / copy2['ms']:.2f}x)"
         peers = "; ".join(f"{label} {row['vs_synet']:.2f}x" for label, row in candidates.items()
