@@ -628,11 +628,12 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
     if out is not None:
         out = require_array(out, "out")
     slow = _cache.key_of
-    try:
+    try:   # an FP32 out for an FP32 x asks for what no out does: the same plan
         key = (x.shape, x.dtype.num, w.shape, key_part(stride, slow), key_part(padding, slow),
                key_part(output_padding, slow), key_part(groups, slow), key_part(dilation, slow),
                key_part(layout, slow), key_part(activation, slow), key_part(activation_params, slow),
-               key_part(out_dtype, slow), None if out is None else out.dtype.num)
+               key_part(out_dtype, slow),
+               None if out is None or (out.dtype is _FLOAT32 and x.dtype is _FLOAT32) else out.dtype.num)
     except TypeError:
         key = None
     entry = cache.get(key) if key is not None else None

@@ -65,6 +65,34 @@ def test_every_argument_is_part_of_the_key(changed):
     assert np.array_equal(hit_or_new.view(np.uint8), fresh.view(np.uint8))
 
 
+@pytest.mark.parametrize("x_dtype", [np.float32, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("out_dtype", [None, np.float32, ml_dtypes.bfloat16, np.uint16, np.float64])
+def test_an_out_shares_the_plan_only_when_it_asks_for_the_same_output(x_dtype, out_dtype):
+    """An FP32 out for an FP32 x gets the plan of the call without out (a hit); any other out dtype is a key
+    of its own, and every call gives the bits of a fresh miss (or its error)."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 6, 5, 4)).astype(x_dtype)
+    w = rng.standard_normal((6, 4, 2, 2)).astype(np.float32)
+    synet.conv_transpose2d(x, w, stride=2)
+    out = np.empty((1, 4, 10, 8), out_dtype) if out_dtype is not None else None
+
+    def call():
+        try:
+            return synet.conv_transpose2d(x, w, stride=2, out=out)
+        except ValueError as error:
+            return str(error)
+
+    result = call()
+    shared = out_dtype is None or (out_dtype is np.float32 and x_dtype is np.float32)
+    assert synet.plan_cache_info()["conv_transpose2d"]["hits"] == int(shared)
+    synet.clear_plan_cache()
+    fresh = call()
+    if isinstance(fresh, str):
+        assert result == fresh and out_dtype is np.float64
+    else:
+        assert np.array_equal(np.asarray(result).view(np.uint8), fresh.view(np.uint8))
+
+
 def test_equal_values_of_other_types_are_other_keys():
     """True, 1 and 1.0 are different arguments: validation treats them differently, so must the cache."""
     a = np.arange(8, dtype=np.uint8)
