@@ -254,7 +254,7 @@ def border_outputs(phases, stride: int, pad_begin: int, src: int, dst: int) -> n
 
 
 def _tables(parts: dict) -> tuple[np.ndarray, dict]:
-    """The int64 tables `parts` (name -> list or iterable of ints, or array) in one array, each followed by
+    """The int64 tables `parts` (name -> list of ints, or array) in one array, each followed by
     a 0 so that none is empty (the C side reads a pointer), and name -> (begin, end) of each in it."""
     lists: list[int] = []
     bounds = {}
@@ -431,10 +431,10 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     nruns = -(-nrows // row_run)
     ntasks = batch * ((nrows if nhwc else geo.src_c) if depthwise
                       else g * (amx_runs if amx else nruns * nblocks))
-    # an output far larger than the caches: non-temporal stores of whole lines (channels first: the phases'
-    # store windows; channels last: FP32 micro-tiles stored from the registers)
-    stream = int(not (amx or depthwise) and batch * math.prod(dst) * geo.dst_c * (
-        2 if geo.dst_type == DataType.BFLOAT16 else 4) >= STREAM_MIN)
+    # an FP32 output far larger than the caches: non-temporal stores of whole lines (channels first: the phases'
+    # store windows; channels last: micro-tiles stored from the registers; BF16 outputs gained nothing)
+    stream = int(not (amx or depthwise) and geo.dst_type == DataType.FLOAT32 and
+                 batch * math.prod(dst) * geo.dst_c * 4 >= STREAM_MIN)
     scalars = dict(
         impl=DEPTHWISE if depthwise else GEMM, micro=micro, wide_weights=wide, src_bf16=int(src_bf16),
         dst_bf16=int(geo.dst_type == DataType.BFLOAT16), nhwc=int(nhwc), direct=int(direct),

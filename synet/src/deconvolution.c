@@ -685,7 +685,7 @@ SYNET_INLINE void window_store(void *dst, synet_size o, int q0, int q1, window v
 {
     store_act16(dst, o, (__mmask16)(synet_mask16(q1) & ~synet_mask16(q0)), v, 0, bf16);
 }
-SYNET_INLINE void window_stream(float *d, window v) { _mm512_stream_ps(d, v); }
+SYNET_INLINE void window_stream(float *d, window v) { stream_vf(d, v); }
 #else
 typedef struct {
     __m256 half[2]; /* lanes 0-7, 8-15 */
@@ -744,8 +744,8 @@ SYNET_INLINE void window_store(void *dst, synet_size o, int q0, int q1, window v
 }
 SYNET_INLINE void window_stream(float *d, window v)
 {
-    _mm256_stream_ps(d, v.half[0]);
-    _mm256_stream_ps(d + 8, v.half[1]);
+    stream_vf(d, v.half[0]);
+    stream_vf(d + 8, v.half[1]);
 }
 #endif
 
@@ -901,9 +901,10 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
     const int direct = p->nhwc && nvalid == 16 * (synet_size)nv &&
                        (p->act == SYNET_ACT_IDENTITY || p->act == SYNET_ACT_RELU) &&
                        (!p->dst_bf16 || (HAVE_BF16 && p->micro != SYNET_MICRO_FP32));
-    /* an output far larger than the caches (p->stream), FP32, dst on a cache line: the direct stores bypass the
+    /* an FP32 output far larger than the caches (p->stream), dst on a cache line: the direct stores bypass the
        caches, each pixel's whole lines one after another (its channel blocks, the pixel step and the blocks' 16-
-       channel vectors (two at avx2) are all multiples of 16 floats; D5, 4 MB out: 0.87x the time, at avx2 0.90x) */
+       channel vectors (two at avx2) are all multiples of 16 floats; D5, 4 MB out: 0.87x the time, at avx2 0.90x;
+       dst_bf16 only for a plan not made by the planner) */
     const int stream = p->stream && !p->dst_bf16 && !((uintptr_t)dst & 63);
     /* columns in chunks, every x phase of a chunk before the next chunk: the output lines the phases
        share (stride_x phases interleave along a row) are completed while they are in cache */
