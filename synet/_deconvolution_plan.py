@@ -11,9 +11,10 @@ is a stride-1 convolution over its taps: an implicit GEMM over (taps x input cha
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -47,6 +48,8 @@ FLOAT32 = np.dtype(np.float32)
 UINT16 = np.dtype(np.uint16)
 AXES = ("z", "y", "x")
 BF16_SOFT = int(Compatibility.BF16_SOFT)
+NO_TABLE = np.zeros(0, np.int64)
+NO_TABLE.flags.writeable = False
 
 
 def pair_channels(micro: int, kpairs: int) -> np.ndarray:
@@ -59,10 +62,10 @@ def pair_channels(micro: int, kpairs: int) -> np.ndarray:
     return channels
 
 
-@dataclasses.dataclass(frozen=True)
-class Geometry:
+class Geometry(NamedTuple):
     """A transposed convolution in 3-D terms (what the kernels see); `dims` 1, 2 or 3 is what the caller
-    sees (2-D: depth 1; 1-D: depth and height 1)."""
+    sees (2-D: depth 1; 1-D: depth and height 1). A named tuple: immutable, and built in a quarter of a
+    frozen dataclass's time (each new shape's plan builds one)."""
 
     dims: int
     src_c: int
@@ -201,27 +204,28 @@ def geometry_of(conv: ConvParams | ConvParams3d, dims: int | None = None) -> Geo
 def check_sizes(batch: int, geo: Geometry) -> None:
     """ValueError for a geometry whose tensors overflow 63-bit byte counts or whose tables would be
     absurdly long (building them would never return)."""
-    g = geo.group
-    padded = 1
-    for src, k, d in zip(geo.src, geo.kernel, geo.dilation):
-        padded *= src + d * k
-    # math.prod: exact Python ints (np.prod wraps around in int64: a huge stride or output passed the checks)
-    sizes = {"src": batch * geo.src_c * math.prod(geo.src), "dst": batch * geo.dst_c * math.prod(geo.dst),
-             "weight": geo.src_c * math.prod(geo.kernel) * (geo.dst_c // g),
-             "padded src": batch * (geo.src_c + 32 * g) * padded}
-    for name, n in sizes.items():
-        if n * 4 + 4096 >= 1 << 63:
-            raise ValueError(f"conv: the {name} tensor of {n} elements overflows 64-bit byte sizes")
-    entries = sum(s * k for s, k in zip(geo.stride, geo.kernel)) + math.prod(geo.stride) + \
-        math.prod(geo.kernel) + sum(geo.dst) + geo.dst[0] * geo.dst[1] + math.prod(geo.dst) // 16
+    (sd, sh, sw), (dd, dh, dw), (kz, ky, kx) = geo.src, geo.dst, geo.kernel
+    (tz, ty, tx), (lz, ly, lx), g = geo.stride, geo.dilation, geo.group
+    # exact Python ints (np.prod wraps around in int64: a huge stride or output passed the checks)
+    sizes = (batch * geo.src_c * sd * sh * sw, batch * geo.dst_c * dd * dh * dw,
+             geo.src_c * kz * ky * kx * (geo.dst_c // g),
+             batch * (geo.src_c + 32 * g) * (sd + lz * kz) * (sh + ly * ky) * (sw + lx * kx))
+    if max(sizes) * 4 + 4096 >= 1 << 63:
+        name, n = next(item for item in zip(("src", "dst", "weight", "padded src"), sizes)
+                       if item[1] * 4 + 4096 >= 1 << 63)
+        raise ValueError(f"conv: the {name} tensor of {n} elements overflows 64-bit byte sizes")
+    entries = tz * kz + ty * ky + tx * kx + tz * ty * tx + kz * ky * kx + dd + dh + dw + dd * dh + dd * dh * dw // 16
     if entries > MAX_PLAN:
         raise ValueError(f"conv: the geometry needs {entries} plan entries (stride·kernel, strides, kernel taps, "
                          f"output rows and pixels / 16); expected at most {MAX_PLAN}")
 
 
+@functools.lru_cache(maxsize=1024)
 def axis_phases(stride: int, dilation: int, kernel: int, pad_begin: int, src: int, dst: int):
-    """Per phase r < stride: its taps [(k, input offset)], first index j0 and count of outputs; and the
-    zero padding (low, high) that keeps every tap of every output in range."""
+    """Per phase r < stride: its taps ((k, input offset), ...), first index j0 and count of outputs; and the
+    zero padding (low, high) that keeps every tap of every output in range. Memoised (a pure function of six
+    ints, immutable result): the axes a new shape shares with an earlier one, and a 2-D plan's depth, are
+    looked up."""
     phases = []
     low = high = 0
     phase_taps: list[list[tuple[int, int]]] = [[] for _ in range(stride)]
@@ -231,11 +235,11 @@ def axis_phases(stride: int, dilation: int, kernel: int, pad_begin: int, src: in
         j0 = -((r - pad_begin) // stride)            # ceil((pad_begin - r) / stride)
         j1 = -((r - pad_begin - dst) // stride)      # ceil((dst + pad_begin - r) / stride)
         count = max(0, j1 - j0)
-        phases.append((taps, j0, count))
+        phases.append((tuple(taps), j0, count))
         if taps and count:   # a tap's offset falls as k grows: the first tap reads furthest right, the last left
             low = max(low, -(j0 + taps[-1][1]))
             high = max(high, j0 + count - 1 + taps[0][1] - (src - 1))
-    return phases, low, high
+    return tuple(phases), low, high
 
 
 def border_outputs(phases, stride: int, pad_begin: int, src: int, dst: int) -> np.ndarray:
@@ -253,27 +257,29 @@ def border_outputs(phases, stride: int, pad_begin: int, src: int, dst: int) -> n
     return flags
 
 
-def _tables(parts: dict) -> tuple[np.ndarray, dict]:
-    """The int64 tables `parts` (name -> list of ints, or array) in one array, each followed by
-    a 0 so that none is empty (the C side reads a pointer), and name -> (begin, end) of each in it."""
-    lists: list[int] = []
+def _tables(lists: dict, arrays: dict) -> tuple[np.ndarray, dict]:
+    """The int64 tables `lists` (name -> list of ints) and `arrays` (name -> int64 array) in one array,
+    each followed by a 0 so that none is empty (the C side reads a pointer), and name -> (begin, end) of each
+    in it; the empty ones all are the leading 0, (0, 1)."""
+    flat = [0]
     bounds = {}
-    arrays = []
-    for name, values in parts.items():
-        if isinstance(values, np.ndarray):
-            arrays.append((name, values))
+    for name, values in lists.items():
+        if values:
+            begin = len(flat)
+            flat += values
+            flat.append(0)
+            bounds[name] = begin, len(flat)
         else:
-            begin = len(lists)
-            lists.extend(values)
-            lists.append(0)
-            bounds[name] = begin, len(lists)
-    data = np.zeros(len(lists) + sum(a.size + 1 for _, a in arrays), np.int64)
-    data[:len(lists)] = lists
-    at = len(lists)
-    for name, a in arrays:
-        data[at:at + a.size] = a
-        bounds[name] = at, at + a.size + 1
-        at += a.size + 1
+            bounds[name] = 0, 1
+    at = len(flat)
+    for name, a in arrays.items():
+        bounds[name] = (at, at + a.size + 1) if a.size else (0, 1)
+        at += a.size + 1 if a.size else 0
+    data = np.zeros(at, np.int64)
+    data[:len(flat)] = flat
+    for name, a in arrays.items():
+        if a.size:
+            data[bounds[name][0]:bounds[name][1] - 1] = a
     return data, bounds
 
 
@@ -393,28 +399,25 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     amx_runs = max(0, len(run_unit0) - 1)
     # border flags per axis, none on an axis without padding (low = high = 0); a plan without any padding has
     # no border outputs (has_borders), and its kernels never read the tables
-    border_z: list[int] | np.ndarray = []
-    border_y: list[int] | np.ndarray = []
-    border_x: list[int] | np.ndarray = []
+    border_z = border_y = border_x = NO_TABLE
     if not unpadded:
         border_z, border_y, border_x = (
             border_outputs(phases, stride[a], pad_begin[a], src[a], dst[a]) if low or high
             else np.zeros(dst[a], np.int64) for a, (phases, low, high) in enumerate(axes))
         border_x = np.flatnonzero(border_x)
     kpairs = len(tap_offsets) if depthwise else cgp // 2
-    phases = math.prod(stride)
     # the FP32 micro-kernel's weights as float32 rows (no unpacking of BF16 pairs in its inner loop: D2, D3,
     # D5 0.88-0.93x the time at avx512 and avx2) where a channel block's weights, twice the bytes, stay well
     # inside L2 (D1's 1 MiB: 1.07-1.12x slower than pairs)
     wide = int(micro == MICRO_FP32 and not depthwise and len(tap_offsets) * kpairs * min(width, cg_out) * 8 <= WIDE_MAX)
     weight_offsets, offset = [], 0
-    if not depthwise:
+    if not depthwise:   # per group, phase and channel block (of `lanes` channels, whole vectors)
+        block_units = [row_units(wide, (min(width, cg_out - ob * width) + 15) // 16 * 16) for ob in range(nblocks)]
         for _ in range(g):
-            for phase in range(phases):
-                for ob in range(nblocks):
-                    lanes = (min(width, cg_out - ob * width) + 15) // 16 * 16
+            for taps in phase_taps:
+                for units in block_units:
                     weight_offsets.append(offset)
-                    offset += phase_taps[phase] * kpairs * row_units(wide, lanes)
+                    offset += taps * kpairs * units
     packed_size = geo.src_c * len(tap_offsets) if depthwise else offset + 64
     table_data, table_bounds = _tables({
         "phase_taps": phase_taps, "phase_tap0": phase_tap0 + [len(tap_offsets)],
@@ -422,9 +425,8 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
         "col_first": col_first, "col_count": col_count,
         "unit_s0": unit_s0, "unit_s1": unit_s1, "unit_ob": unit_ob, "run_unit0": run_unit0,
         "seg_aoff": seg_aoff, "seg_doff": seg_doff, "seg_m": seg_m,
-        "seg_phase": seg_phase, "border_z": border_z, "border_y": border_y,
-        "border_x": border_x, "weight_offsets": weight_offsets,
-    })
+        "seg_phase": seg_phase, "weight_offsets": weight_offsets,
+    }, {"border_z": border_z, "border_y": border_y, "border_x": border_x})
     # a task's run of consecutive output rows: channels first, a row's last part-filled store window waits
     # for the next row of the run (16 rows at most, and >= 64 runs per image, group and channel block)
     row_run = 1 if nhwc or amx or depthwise else max(1, min(16, nrows // 64))
@@ -435,21 +437,21 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     # store windows; channels last: micro-tiles stored from the registers; BF16 outputs gained nothing)
     stream = int(not (amx or depthwise) and geo.dst_type == DataType.FLOAT32 and
                  batch * math.prod(dst) * geo.dst_c * 4 >= STREAM_MIN)
-    scalars = dict(
-        impl=DEPTHWISE if depthwise else GEMM, micro=micro, wide_weights=wide, src_bf16=int(src_bf16),
-        dst_bf16=int(geo.dst_type == DataType.BFLOAT16), nhwc=int(nhwc), direct=int(direct),
-        act=int(geo.activation), buf_size=buf_size, batch=batch, src_c=geo.src_c, src_d=src[0], src_h=src[1],
-        src_w=src[2], dst_c=geo.dst_c, dst_d=dst[0], dst_h=dst[1], dst_w=dst[2], group=g, cg_in=cg_in,
-        cg_out=cg_out, kernel_z=kernel[0], kernel_y=kernel[1], kernel_x=kernel[2], dilation_z=dilation[0],
-        dilation_y=dilation[1], dilation_x=dilation[2], stride_z=stride[0], stride_y=stride[1], stride_x=stride[2],
-        pad_front=pad_begin[0], pad_top=pad_begin[1], pad_left=pad_begin[2], padded_d=dp, padded_h=hp,
-        padded_w=wp, pad_low_z=plz, pad_low_y=ply, pad_low_x=plx, cg_padded=cgp, pixel_stride=cpt,
-        padded_image=dp * hp * wp * (geo.src_c if depthwise else cpt), kpairs=kpairs, block_width=width,
-        weight_strip=fp32_strip if micro == MICRO_FP32 else width,
-        nblocks=nblocks, nrows=nrows, nunits=len(unit_s0), amx_runs=amx_runs, ntasks=ntasks,
-        row_run=row_run, stream=stream,
-        dst_image=math.prod(dst) * geo.dst_c, pad_rows=pad_rows, nborder_x=len(border_x),
-    )
+    scalars = {
+        "impl": DEPTHWISE if depthwise else GEMM, "micro": micro, "wide_weights": wide, "src_bf16": int(src_bf16),
+        "dst_bf16": int(geo.dst_type == DataType.BFLOAT16), "nhwc": int(nhwc), "direct": int(direct),
+        "act": int(geo.activation), "buf_size": buf_size, "batch": batch, "src_c": geo.src_c, "src_d": src[0],
+        "src_h": src[1], "src_w": src[2], "dst_c": geo.dst_c, "dst_d": dst[0], "dst_h": dst[1], "dst_w": dst[2],
+        "group": g, "cg_in": cg_in, "cg_out": cg_out, "kernel_z": kernel[0], "kernel_y": kernel[1],
+        "kernel_x": kernel[2], "dilation_z": dilation[0], "dilation_y": dilation[1], "dilation_x": dilation[2],
+        "stride_z": stride[0], "stride_y": stride[1], "stride_x": stride[2], "pad_front": pad_begin[0],
+        "pad_top": pad_begin[1], "pad_left": pad_begin[2], "padded_d": dp, "padded_h": hp, "padded_w": wp,
+        "pad_low_z": plz, "pad_low_y": ply, "pad_low_x": plx, "cg_padded": cgp, "pixel_stride": cpt,
+        "padded_image": dp * hp * wp * (geo.src_c if depthwise else cpt), "kpairs": kpairs, "block_width": width,
+        "weight_strip": fp32_strip if micro == MICRO_FP32 else width, "nblocks": nblocks, "nrows": nrows,
+        "nunits": len(unit_s0), "amx_runs": amx_runs, "ntasks": ntasks, "row_run": row_run, "stream": stream,
+        "dst_image": math.prod(dst) * geo.dst_c, "pad_rows": pad_rows, "nborder_x": len(border_x),
+    }
     spatial = geo.src[3 - geo.dims:], geo.dst[3 - geo.dims:], geo.kernel[3 - geo.dims:]
     kz, ky, kx = geo.kernel
     if nhwc:
@@ -666,8 +668,8 @@ def functional_conv(dims: int, x_shape: tuple, x_dtype, w_shape: tuple, stride, 
         if dst_type not in (DataType.FLOAT32, DataType.BFLOAT16):
             raise ValueError(f"out_dtype: expected float32 or bfloat16, got {dst_type.name}")
     src_type = DataType.BFLOAT16 if x_dtype == BFLOAT16 else DataType.FLOAT32
-    dst = [deconvolution_size(*args) for args in zip(size, kernel, strides, dilations, begin,
-                                                     (e - o for e, o in zip(end, extra)))]
+    dst = [deconvolution_size(s, k, st, d, b, e - o) for s, k, st, d, b, e, o in
+           zip(size, kernel, strides, dilations, begin, end, extra)]
     empty_input = min(n, c_in, dst_c, *size) == 0
     if min(dst) <= 0 and not empty_input:
         raise ValueError(f"padding: {begin + end} leaves an output of {'x'.join(map(str, dst))}; expected >= "

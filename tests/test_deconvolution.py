@@ -677,6 +677,20 @@ def test_init_errors(changes, match):
         Deconvolution16b().init(1, good_conv(**changes))
 
 
+@pytest.mark.parametrize("args, match", [
+    # src 2^21 x 2^21 x 2^21 floats: 2^65 bytes (the first tensor that overflows is named)
+    ((1 << 21, 1 << 21, 1 << 21, 1, 1, 1), r"conv: the src tensor of 9223372036854775808 elements overflows 64-bit"),
+    ((1, 1 << 20, 1 << 20, 1 << 23, 1, 1), r"conv: the dst tensor of 9223372036854775808 elements overflows 64-bit"),
+    ((1 << 16, 1, 1, 1 << 16, (1 << 15, 1 << 16), 1), r"conv: the weight tensor of 9223372036854775808 elements"),
+    ((1, 1, 1, 1, 1, (1 << 24, 1)), r"conv: the geometry needs 33554439 plan entries .*expected at most 16777216"),
+    ((1, 1 << 14, 1 << 14, 1, 1, 1), r"conv: the geometry needs 16826374 plan entries"),
+])
+def test_init_size_errors(args, match):
+    """A geometry whose tensors overflow 63-bit byte counts, or whose tables would be absurdly long."""
+    with pytest.raises(ValueError, match=match):
+        Deconvolution16b().init(1, ConvParams.deconvolution(*args))
+
+
 def test_init_type_errors():
     with pytest.raises(TypeError, match="ConvParams"):
         Deconvolution16b().init(1, {"src_c": 4})
