@@ -616,12 +616,10 @@ def functional_conv(dims: int, x_shape: tuple, x_dtype, w_shape: tuple, stride, 
     conv a ConvParams (1-D: height 1) or ConvParams3d; kind "run", "empty" (nothing to compute) or "bias"
     (no input reaches the output: every output is act(bias), computed as a 1x1 deconvolution)."""
     first, last = LAYOUTS[dims]
-    names = {first.lower(): False, last.lower(): True}
     if dims == 2:
-        fmt = as_format(layout, "layout")
-        nhwc = fmt == TensorFormat.NHWC
-    elif isinstance(layout, str) and layout.strip().lower() in names:
-        nhwc = names[layout.strip().lower()]
+        nhwc = as_format(layout, "layout") == TensorFormat.NHWC
+    elif isinstance(layout, str) and layout.strip().upper() in (first, last):
+        nhwc = layout.strip().upper() == last
     else:
         raise ValueError(f"layout: expected {first!r} or {last!r}, got {layout!r}")
     fmt = TensorFormat.NHWC if nhwc else TensorFormat.NCHW
@@ -652,9 +650,10 @@ def functional_conv(dims: int, x_shape: tuple, x_dtype, w_shape: tuple, stride, 
     dilations = _per_axis(dilation, "dilation", dims, 1)
     begin, end = _pads(padding, dims)
     extra = _per_axis(output_padding, "output_padding", dims, 0)
-    if any(o >= max(st, d) for o, st, d in zip(extra, strides, dilations)):
-        limits = tuple(max(st, d) for st, d in zip(strides, dilations))
-        raise ValueError(f"output_padding: expected values < max(stride, dilation) = {limits}, got {extra}")
+    for o, st, d in zip(extra, strides, dilations):
+        if o >= max(st, d):
+            limits = tuple(max(st, d) for st, d in zip(strides, dilations))
+            raise ValueError(f"output_padding: expected values < max(stride, dilation) = {limits}, got {extra}")
     if min(kernel) < 1:
         raise ValueError(f"weight: expected a kernel of at least {'x'.join('1' * dims)}, got shape {w_shape}")
     dst_c = cg_out * groups

@@ -94,6 +94,7 @@ def _name_key(name: str) -> str:
 
 _ACTIVATION_BY_KEY = {_name_key(act.name): act for act in Activation}
 _ACTIVATIONS = {int(act): act for act in Activation}
+_FORMAT_NAMES = frozenset(TensorFormat.__members__)
 
 
 def _describe(value: object) -> str:
@@ -147,7 +148,9 @@ def as_activation(value: object, param: str = "activation") -> Activation:
     if type(value) is int and value in _ACTIVATIONS:   # a plain int: indexed (an enum call costs ~0.3 us)
         return _ACTIVATIONS[value]
     if isinstance(value, str):
-        act = _ACTIVATION_BY_KEY.get(_name_key(value))
+        act = _ACTIVATION_BY_KEY.get(value)   # a key as it is ("relu"), else normalised ("Leaky_ReLU")
+        if act is None:
+            act = _ACTIVATION_BY_KEY.get(_name_key(value))
         if act is not None:
             return act
     elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
@@ -165,7 +168,7 @@ def as_format(value: object, param: str = "format") -> TensorFormat:
         return value
     if isinstance(value, str):
         try:
-            return TensorFormat[value.strip().upper()]
+            return TensorFormat[value if value in _FORMAT_NAMES else value.strip().upper()]
         except KeyError:
             pass
     elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
