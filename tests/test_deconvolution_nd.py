@@ -323,3 +323,26 @@ def test_the_functional_forms_plan_geometries_validate_would_accept_unchanged(ar
     event("planned" if conv is not None else "nothing to plan")
     if conv is not None:
         assert planning.validate(conv) == conv
+
+
+@given(st.integers(1, 5), st.integers(1, 4), st.integers(1, 6), st.integers(0, 4), st.integers(1, 9))
+def test_axis_phases_is_memoised_immutable_and_right(stride, dilation, kernel, pad_begin, src):
+    """Every plan shares axis_phases' memoised result: it is made of tuples (hashable, so no plan can change
+    what the next one reads), and equals the phases counted from the definition: output o = r - pad_begin +
+    stride * j takes tap k from input j - (k * dilation) // stride when (r - k * dilation) % stride == 0."""
+    dst = stride * (src - 1) + dilation * (kernel - 1) + 1 - pad_begin
+    if dst < 1:
+        return
+    phases, low, high = result = planning.axis_phases(stride, dilation, kernel, pad_begin, src, dst)
+    hash(result)
+    assert planning.axis_phases(stride, dilation, kernel, pad_begin, src, dst) is result
+    lows, highs = [0], [0]
+    for r, (taps, j0, count) in enumerate(phases):
+        assert taps == tuple((k, -(k * dilation // stride)) for k in range(kernel) if k * dilation % stride == r)
+        outputs = [j for j in range(-kernel - pad_begin, dst + pad_begin + 1) if 0 <= r - pad_begin + stride * j < dst]
+        assert (j0, count) == ((outputs[0], len(outputs)) if outputs else (j0, 0))
+        for j in outputs:
+            for _, offset in taps:
+                lows.append(-(j + offset))
+                highs.append(j + offset - (src - 1))
+    assert (low, high) == (max(lows), max(highs))
