@@ -272,14 +272,18 @@ def _tables(lists: dict, arrays: dict) -> tuple[np.ndarray, dict]:
         else:
             bounds[name] = 0, 1
     at = len(flat)
-    for name, a in arrays.items():
-        bounds[name] = (at, at + a.size + 1) if a.size else (0, 1)
-        at += a.size + 1 if a.size else 0
-    data = np.zeros(at, np.int64)
-    data[:len(flat)] = flat
+    placed = []   # (begin, array) of the non-empty arrays
     for name, a in arrays.items():
         if a.size:
-            data[bounds[name][0]:bounds[name][1] - 1] = a
+            placed.append((at, a))
+            bounds[name] = at, at + a.size + 1
+            at += a.size + 1
+        else:
+            bounds[name] = 0, 1
+    data = np.zeros(at, np.int64)
+    data[:len(flat)] = flat
+    for begin, a in placed:
+        data[begin:begin + a.size] = a
     return data, bounds
 
 
