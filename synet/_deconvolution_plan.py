@@ -210,10 +210,9 @@ def check_sizes(batch: int, geo: Geometry) -> None:
     sizes = (batch * geo.src_c * sd * sh * sw, batch * geo.dst_c * dd * dh * dw,
              geo.src_c * kz * ky * kx * (geo.dst_c // g),
              batch * (geo.src_c + 32 * g) * (sd + lz * kz) * (sh + ly * ky) * (sw + lx * kx))
-    if max(sizes) * 4 + 4096 >= 1 << 63:
-        name, n = next(item for item in zip(("src", "dst", "weight", "padded src"), sizes)
-                       if item[1] * 4 + 4096 >= 1 << 63)
-        raise ValueError(f"conv: the {name} tensor of {n} elements overflows 64-bit byte sizes")
+    for name, n in zip(("src", "dst", "weight", "padded src"), sizes):
+        if n * 4 + 4096 >= 1 << 63:
+            raise ValueError(f"conv: the {name} tensor of {n} elements overflows 64-bit byte sizes")
     entries = tz * kz + ty * ky + tx * kx + tz * ty * tx + kz * ky * kx + dd + dh + dw + dd * dh + dd * dh * dw // 16
     if entries > MAX_PLAN:
         raise ValueError(f"conv: the geometry needs {entries} plan entries (stride·kernel, strides, kernel taps, "
@@ -622,8 +621,8 @@ def functional_conv(dims: int, x_shape: tuple, x_dtype, w_shape: tuple, stride, 
     first, last = LAYOUTS[dims]
     if dims == 2:
         nhwc = as_format(layout, "layout") == TensorFormat.NHWC
-    elif isinstance(layout, str) and layout.strip().upper() in (first, last):
-        nhwc = layout.strip().upper() == last
+    elif isinstance(layout, str) and (name := layout.strip().upper()) in (first, last):
+        nhwc = name == last
     else:
         raise ValueError(f"layout: expected {first!r} or {last!r}, got {layout!r}")
     fmt = TensorFormat.NHWC if nhwc else TensorFormat.NCHW
