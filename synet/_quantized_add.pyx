@@ -211,9 +211,12 @@ cdef _QaddState _new_state(planned):
     # (the same bits: the line reproduces the folded kernel's table)
     lined = LEVEL == "avx512" and planned.mode == planning.FOLDED and planned.nchan == 1 and \
         planned.lanes is None and planned.size >= _LUT_MIN   # (per-axis constants follow the position)
+    # a folded plan whose rows have one operand constant keeps its table too: each row's 256 outputs are a row
+    # of it (or of its transposed half), not computed again for every row of every call
+    kept = planned.mode == planning.LOOKUP or (lined and planned.a_scalar != planned.b_scalar)
     if planned.mode == planning.LOOKUP or lined:
-        lut = _build_lut(p, st.a_dtype, st.b_dtype, planned.mode)
-        if planned.mode == planning.LOOKUP:
+        lut = _build_lut(p, st.a_dtype, st.b_dtype, planned.mode, kept)
+        if kept:
             st.lut = lut
             p.lut = <const uint8_t*>data_of(st.lut)
         found = planning.line_table(lut, st.a_dtype == np.int8, st.b_dtype == np.int8) \
@@ -225,9 +228,9 @@ cdef _QaddState _new_state(planned):
     return st
 
 
-cdef object _build_lut(synet_qadd_plan* plan, a_dtype, b_dtype, int mode):
+cdef object _build_lut(synet_qadd_plan* plan, a_dtype, b_dtype, int mode, bint transposed):
     """dst of the `mode` kernel (GENERIC for LOOKUP plans) for every pair of operand bytes, at
-    (a_byte << 8) | b_byte (its bits); for LOOKUP plans then the same transposed, at
+    (a_byte << 8) | b_byte (its bits); when `transposed`, then the same transposed, at
     65536 + ((b_byte << 8) | a_byte): a row with a constant b reads a row of it."""
     cdef synet_qadd_plan flat = plan[0]
     cdef int status
@@ -249,7 +252,7 @@ cdef object _build_lut(synet_qadd_plan* plan, a_dtype, b_dtype, int mode):
         status = qadd_run(&flat, pa, pb, pd, threads)
     if status != SYNET_OK:
         raise internal_error("QuantizedAdd lookup table", status)
-    if mode == planning.LOOKUP:   # (a folded plan's table only finds its line)
+    if transposed:
         lut[65536:2 * 65536] = lut[:65536].reshape(256, 256).T.ravel()
     return lut
 

@@ -464,6 +464,30 @@ def test_folded_line(qtype, act, ratio):
     assert add.forward(a, b, n_threads=2).tobytes() == out.tobytes()
 
 
+@pytest.mark.parametrize("act", [Activation.IDENTITY, Activation.RELU], ids=lambda a: a.name)
+@pytest.mark.parametrize("qtype", QTYPES, ids=str)
+def test_folded_row_tables_from_the_plans_table(qtype, act):
+    # from LUT_MIN outputs on, at the avx512 level, a folded plan whose rows have one operand constant (Q6's
+    # [1, C, H, W] + [1, C, 1, 1]) keeps the folded kernel's table of every pair of bytes and its transpose, and
+    # each row of 640 or more reads its 256 outputs from there: the bits of the folded kernel computing each
+    # row's table (the same rows in plans below LUT_MIN), every byte in every row, all 256 constants, both sides,
+    # per tensor, 1 and 2 threads
+    rng = np.random.default_rng(61)
+    rows = np.stack([rng.permutation(np.resize(np.arange(256, dtype=np.uint8), 768)) for _ in range(256)])
+    x = rows.view(qtype).reshape(1, 256, 1, 768)   # 196608 outputs: above LUT_MIN
+    c = rng.permutation(np.arange(256, dtype=np.uint8)).view(qtype).reshape(1, 256, 1, 1)
+    q = dict(SEED_Q, a_scale=0.03, a_zero=-20 if qtype == I8 else 100, b_scale=0.017, dst_scale=0.02, dst_zero=5)
+    for a, b in ((x, c), (c, x)):
+        add = context(a, b, qtype, q, act)
+        assert add.kernel.startswith("folded")
+        out = add.forward(a, b)
+        check(out, a, b, q, act)
+        half = [context(a[:, i:i + 128], b[:, i:i + 128], qtype, q, act) for i in (0, 128)]  # below LUT_MIN
+        expected = np.concatenate([h.forward(a[:, i:i + 128], b[:, i:i + 128]) for h, i in zip(half, (0, 128))], 1)
+        assert out.tobytes() == expected.tobytes()
+        assert add.forward(a, b, n_threads=2).tobytes() == out.tobytes()
+
+
 def test_per_axis_folded_plans_keep_their_arithmetic():
     # per-axis constants follow the position, so no line stands for the plan (even where every channel has the
     # same values and a table over 65536 positions would look like one)

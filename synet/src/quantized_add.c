@@ -986,7 +986,7 @@ static void row_table_run(const synet_qadd_plan *p, const synet_qadd_consts *k, 
                           char *dst, synet_size n, synet_size first)
 {
     const uint8_t *x = (const uint8_t *)(p->a_scalar ? b : a);
-    if (p->mode == SYNET_QADD_LOOKUP) { /* a row of the table: a's (b varies), or of its transposed half */
+    if (p->lut) { /* a row of the plan's table: a's (b varies), or of its transposed half */
         const uint8_t c = *(const uint8_t *)(p->a_scalar ? a : b);
         row_table_lookups(x, p->lut + (p->a_scalar ? 0 : 65536) + ((synet_size)c << 8), (uint8_t *)dst, n, p->stream);
         return;

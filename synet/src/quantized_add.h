@@ -50,7 +50,9 @@ typedef struct synet_qadd_plan {
     const float *act_params;      /* the activation's parameters (PRELU: slopes) */
     synet_size prelu_inner, prelu_channels; /* PRELU: channel of output o = o / inner % channels */
     const uint8_t *lut;           /* LOOKUP: 2 * 65536 (+ 64 padding) bytes, dst of (a_byte << 8) | b_byte,
-                                     then at 65536 + ((b_byte << 8) | a_byte) the same (transposed) */
+                                     then at 65536 + ((b_byte << 8) | a_byte) the same (transposed); also
+                                     FOLDED where the row tables read it (rows with one operand constant, at
+                                     the avx512 level from the lookup size on), else NULL */
     /* LOOKUP (and per-tensor FOLDED from the lookup size on) at the avx512 level: when the kernel's output for
        every pair of operand bytes (LOOKUP: lut's entries) is a function of the line index n = line_wa * a' +
        line_wb * b' (a', b': the operand bytes, plus 128 when signed; weights 1 or 2, so n <
