@@ -553,7 +553,8 @@ static void pad_row_gemm(const synet_deconv_plan *p, const void *src, void *imag
                 convert_run_quads((const char *)src + s0 * se, p->src_bf16, (uint16_t *)(void *)d,
                                   p->src_w * p->src_c);
             else
-                deconv_convert_run((const char *)src + s0 * se, p->src_bf16, d, f32, p->src_w * p->src_c);
+                deconv_convert_run((const char *)src + s0 * se, p->src_bf16, d, f32, p->src_w * p->src_c,
+                                   p->src_w * p->src_c * se);
             return;
         }
         for (synet_size x = 0; x < p->src_w; ++x)
@@ -563,7 +564,7 @@ static void pad_row_gemm(const synet_deconv_plan *p, const void *src, void *imag
                 if (quads)
                     convert_run_quads(s, p->src_bf16, (uint16_t *)(void *)o, p->cg_in);
                 else
-                    deconv_convert_run(s, p->src_bf16, o, f32, p->cg_in);
+                    deconv_convert_run(s, p->src_bf16, o, f32, p->cg_in, p->cg_in * se);
             }
         return;
     }

@@ -15,9 +15,10 @@
    image, `pix` floats a column, from its source at src: zeros where the row is outside src, else the
    converted source row between zeros. Edges of up to VW floats are zeroed by one vector store each,
    before the values overwrite what they cover, where the `room` floats from the row's start are the
-   caller's to write (the rows after it written later). */
+   caller's to write (the rows after it written later). src_end: the end of the whole source (the rows
+   after this one are prefetched up to there). */
 static void padded_row(const synet_deconv_plan *p, const char *src, float *image, synet_size pix, synet_size zp,
-                       synet_size yp, synet_size room)
+                       synet_size yp, synet_size room, const char *src_end)
 {
     const synet_size W = p->padded_w * pix, left = p->pad_low_x * pix, n = p->src_w * pix, right = W - left - n;
     const synet_size y = yp - p->pad_low_y, z = zp - p->pad_low_z;
@@ -35,7 +36,8 @@ static void padded_row(const synet_deconv_plan *p, const char *src, float *image
         *(vfloat_u *)(void *)(d + left + n) = zero;
     else
         memset(d + left + n, 0, right * 4);
-    deconv_convert_run(src + (z * p->src_h + y) * n * (p->src_bf16 ? 2 : 4), p->src_bf16, d + left, 1, n);
+    const char *row = src + (z * p->src_h + y) * n * (p->src_bf16 ? 2 : 4);
+    deconv_convert_run(row, p->src_bf16, d + left, 1, n, (synet_size)(src_end - row));
 }
 
 /* row r of the BF16-rounded FP32 copy of the whole source, zero-padded: [n, zp, yp, xp, c] (channels last;
@@ -43,9 +45,10 @@ static void padded_row(const synet_deconv_plan *p, const char *src, float *image
 void deconv_depthwise_pad_row(const synet_deconv_plan *p, const void *src, void *image, synet_size r)
 {
     const synet_size rows = p->padded_d * p->padded_h, n = r / rows, pix = p->src_c;
-    padded_row(p, (const char *)src + n * p->src_d * p->src_h * p->src_w * pix * (p->src_bf16 ? 2 : 4),
-               (float *)image + n * rows * p->padded_w * pix, pix, r % rows / p->padded_h, r % p->padded_h,
-               p->padded_w * pix);
+    const synet_size image_bytes = p->src_d * p->src_h * p->src_w * pix * (p->src_bf16 ? 2 : 4);
+    padded_row(p, (const char *)src + n * image_bytes, (float *)image + n * rows * p->padded_w * pix, pix,
+               r % rows / p->padded_h, r % p->padded_h, p->padded_w * pix,
+               (const char *)src + p->batch * image_bytes);
 }
 
 /* One vector of outputs i..i+VW-1 of a phase: sum_t w[t] * s[toff[t] + i], in tap order. BF16 products
@@ -360,10 +363,12 @@ static void phase_range(const synet_deconv_plan *p, synet_size rx, synet_size x0
 static const float *pad_plane(const synet_deconv_plan *p, const void *src, float *pad, synet_size task)
 {
     const synet_size rows = p->padded_d * p->padded_h;
-    const char *plane = (const char *)src + task * p->src_d * p->src_h * p->src_w * (p->src_bf16 ? 2 : 4);
+    const synet_size plane_bytes = p->src_d * p->src_h * p->src_w * (p->src_bf16 ? 2 : 4);
+    const char *plane = (const char *)src + task * plane_bytes;
+    const char *end = (const char *)src + p->batch * p->src_c * plane_bytes;
     for (synet_size zp = 0, r = 0; zp < p->padded_d; ++zp)
         for (synet_size yp = 0; yp < p->padded_h; ++yp, ++r) /* (no division a row) */
-            padded_row(p, plane, pad, 1, zp, yp, (rows - r) * p->padded_w);
+            padded_row(p, plane, pad, 1, zp, yp, (rows - r) * p->padded_w, end);
     return pad;
 }
 

@@ -278,17 +278,32 @@ static void deconv_store(const float *acc, synet_size mstride, synet_size M, syn
 
 /* ---- the padded source image ---- */
 
-/* d[i] = bf16(s[i]) for i < n, as BF16 bits (f32 0) or as their FP32 values (f32 1) */
-static void deconv_convert_run(const void *s, int src_bf16, void *d, int f32, synet_size n)
+#define CONVERT_AHEAD 2048 /* bytes: how far ahead of its loads deconv_convert_run prefetches the source */
+
+/* d[i] = bf16(s[i]) for i < n, as BF16 bits (f32 0) or as their FP32 values (f32 1). Rounding FP32 with
+   AVX-512, the source is prefetched CONVERT_AHEAD bytes ahead, inside its first `s_bytes` (the rows the caller
+   converts next: the depthwise kernels' padded copies waited on their loads; D4 0.952x, D4h 0.956x the time) */
+static void deconv_convert_run(const void *s, int src_bf16, void *d, int f32, synet_size n, synet_size s_bytes)
 {
     if (f32) {
         float *o = (float *)d;
-        if (src_bf16)
+        if (src_bf16) {
             for (synet_size i = 0; i < n; ++i)
                 o[i] = synet_bf16_to_float(((const uint16_t *)s)[i]);
-        else
-            for (synet_size i = 0; i < n; ++i)
-                o[i] = synet_bf16_round_float(((const float *)s)[i]);
+            return;
+        }
+        synet_size i = 0;
+#if SYNET_AVX512 /* (synet_bf16_pack_x16: vcvtneps2bf16 where the level has it and it rounds the same) */
+        for (; i < n; i += 16) {
+            const __mmask16 k = synet_mask16(n - i);
+            if (4 * i + CONVERT_AHEAD < s_bytes)
+                _mm_prefetch((const char *)s + 4 * i + CONVERT_AHEAD, _MM_HINT_T0);
+            const __m256i packed = synet_bf16_pack_x16(_mm512_maskz_loadu_ps(k, (const float *)s + i));
+            _mm512_mask_storeu_epi32(o + i, k, _mm512_slli_epi32(_mm512_cvtepu16_epi32(packed), 16));
+        }
+#endif
+        for (; i < n; ++i)
+            o[i] = synet_bf16_round_float(((const float *)s)[i]);
         return;
     }
     uint16_t *o = (uint16_t *)d;
