@@ -6,8 +6,8 @@
  * elements of a small enough slice (AVX-512, see strip_u8) and wider ones of a slice too large for L2
  * (the portable loop, see wide_strip). With AVX-512, index math runs in vectors; elements are then loaded
  * by vpgather, except 4- and 8-byte ones on CPUs whose vpgather is slow (AMD's; see
- * synet_cpu_vector_gather_fast): scalar loads up to 128 at a time there (scalar_run). An index in range as it
- * is (a flat one, or set_index's offsets) loads 4- and 8-byte elements by scalar loads everywhere (direct32).
+ * synet_cpu_vector_gather_fast): scalar loads up to 128 at a time there (scalar_run). An index in range as it is
+ * (a flat one, or set_index's offsets) loads 4- and 8-byte elements by scalar loads everywhere (direct32).
  */
 #include "gather.h"
 
@@ -211,8 +211,8 @@ SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const 
             char *dk = (char *)dst + k * width;
             int done = inner1 && direct32(src, ik, idx_size, dk, width, count);
             if (!done && !vector_gather) {
-                bad += scalar_run(src, ik, idx_size, offsets, dk, width, vcount, inner1 ? 1 : inner, vinner, pos,
-                                  advance, (int)(span / 16));
+                bad += scalar_run(src, ik, idx_size, offsets, dk, width, vcount, inner1 ? 1 : inner, vinner, pos, advance,
+                                  (int)(span / 16));
                 done = 1;
             }
             if (done) {
