@@ -6,7 +6,7 @@
  * elements of a small enough slice (AVX-512, see strip_u8) and wider ones of a slice too large for L2
  * (the portable loop, see wide_strip). With AVX-512, index math runs in vectors; elements are then loaded
  * by vpgather, except 4- and 8-byte ones on CPUs whose vpgather is slow (AMD's; see
- * synet_cpu_vector_gather_fast): scalar loads up to 128 at a time there (scalar_run). An index in range as it is
+ * synet_cpu_vector_gather_fast): scalar loads 32 at a time there (scalar32). An index in range as it is
  * (a flat one, or set_index's offsets) loads 4- and 8-byte elements by scalar loads everywhere (direct32).
  */
 #include "gather.h"
@@ -111,11 +111,11 @@ SYNET_INLINE int all_in_range32(const void *idx, const int idx_size, synet_size 
 
 /* The caller's arrays need not be aligned to their element size (NumPy allows that; dask's frames give such
    arrays): the portable loops access elements and indices through types of alignment 1. */
-#define SCALAR_LOOP(INDEX, ELEM, AT, N)                                                                    \
+#define SCALAR_LOOP(INDEX, ELEM, AT)                                                                       \
     {                                                                                                      \
         typedef ELEM elem_u __attribute__((aligned(1)));                                                   \
         typedef INDEX index_u __attribute__((aligned(1), unused));                                           \
-        _Pragma("GCC unroll 32") for (int j = 0; j < (N); ++j)                                             \
+        _Pragma("GCC unroll 32") for (int j = 0; j < 32; ++j)                                              \
             ((elem_u *)dst)[j] = ((const elem_u *)src)[AT];                                                \
     }
 
@@ -129,54 +129,46 @@ SYNET_INLINE int direct32(const void *src, const void *idx, const int idx_size, 
     if (!all_in_range32(idx, idx_size, count))
         return 0;
     if (width == 4 && idx_size == 4)
-        SCALAR_LOOP(int32_t, uint32_t, ((const index_u *)idx)[j], 32)
+        SCALAR_LOOP(int32_t, uint32_t, ((const index_u *)idx)[j])
     else if (width == 4)
-        SCALAR_LOOP(int64_t, uint32_t, ((const index_u *)idx)[j], 32)
+        SCALAR_LOOP(int64_t, uint32_t, ((const index_u *)idx)[j])
     else if (idx_size == 4)
-        SCALAR_LOOP(int32_t, uint64_t, ((const index_u *)idx)[j], 32)
+        SCALAR_LOOP(int32_t, uint64_t, ((const index_u *)idx)[j])
     else
-        SCALAR_LOOP(int64_t, uint64_t, ((const index_u *)idx)[j], 32)
+        SCALAR_LOOP(int64_t, uint64_t, ((const index_u *)idx)[j])
     return 1;
 }
 
-/* gather16 `nvec` times for 4- and 8-byte elements, full lanes, as scalar loads, where vpgather is slow (AMD's
-   vpgatherdd loads about one element a cycle): the offsets computed in vectors (clamped into src) and stored,
-   all of them before the first is loaded back (a load right after its vector's store waits for it: on Zen 5,
-   f32 rows of 256 in cache 1.3x faster by 8 vectors than by 2 with a sorted index, 1.05x with a random one; G1
-   the same, 1.03x slower by 16), out-of-range lanes zeroed afterwards (G1 2.1 -> 1.8 ms on AMD, 1.5x slower
-   than vpgather on Intel's Emerald Rapids). pos: the first vector's lane positions, `advance` a vector's step. */
-#define SCALAR_SPAN 128 /* the most elements of one scalar_run */
-
-SYNET_INLINE int scalar_run(const void *src, const void *idx, const int idx_size, const int offsets, void *dst,
-                            const int width, __m512i vcount, synet_size inner, __m512i vinner, __m512i pos,
-                            __m512i advance, const int nvec)
+/* gather16 twice for 4- and 8-byte elements, 32 full lanes, as scalar loads, where vpgather is slow (AMD's
+   vpgatherdd loads about one element a cycle): the offsets computed in vectors (clamped into src), stored and
+   loaded back, out-of-range lanes zeroed afterwards (G1 2.1 -> 1.8 ms on AMD, 1.5x slower than vpgather on
+   Intel's Emerald Rapids). */
+SYNET_INLINE int scalar32(const void *src, const void *idx, const int idx_size, const int offsets, void *dst,
+                          const int width, __m512i vcount, synet_size inner, __m512i vinner, __m512i pos0,
+                          __m512i pos1)
 {
-    uint32_t o[SCALAR_SPAN] __attribute__((aligned(64)));
-    __mmask16 ok[SCALAR_SPAN / 16];
-    for (int v = 0; v < nvec; ++v, pos = _mm512_add_epi32(pos, advance))
-        _mm512_store_si512(o + 16 * v, offsets16((const char *)idx + 16 * v * idx_size, idx_size == 8, offsets, 0xFFFF,
-                                                 vcount, inner, vinner, pos, &ok[v]));
+    uint32_t o[32] __attribute__((aligned(64)));
+    __mmask16 ok0, ok1;
+    _mm512_store_si512(o, offsets16(idx, idx_size == 8, offsets, 0xFFFF, vcount, inner, vinner, pos0, &ok0));
+    _mm512_store_si512(o + 16, offsets16((const char *)idx + 16 * idx_size, idx_size == 8, offsets, 0xFFFF, vcount,
+                                         inner, vinner, pos1, &ok1));
     __asm__ volatile("" : : "m"(o) : "memory"); /* loads of o from memory, not lane extracts of the registers */
     if (width == 4)
-        SCALAR_LOOP(uint32_t, uint32_t, o[j], 16 * nvec)
+        SCALAR_LOOP(uint32_t, uint32_t, o[j])
     else
-        SCALAR_LOOP(uint32_t, uint64_t, o[j], 16 * nvec)
+        SCALAR_LOOP(uint32_t, uint64_t, o[j])
 #undef SCALAR_LOOP
-    int bad = 0;
+    const uint32_t bad = ~((uint32_t)ok1 << 16 | ok0);
     const __m512i zero = _mm512_setzero_si512();
-    for (int v = 0; v < nvec; ++v) {
-        const __mmask16 b = (__mmask16)~ok[v];
-        bad += __builtin_popcount(b);
+    for (int q = 0; q < 2 * width / 4; ++q) /* 64-byte quarters of dst */
         if (width == 4)
-            _mm512_mask_storeu_epi32((char *)dst + 64 * v, b, zero);
+            _mm512_mask_storeu_epi32((char *)dst + 64 * q, (__mmask16)(bad >> (16 * q)), zero);
         else
-            for (int q = 0; q < 2; ++q) /* 64-byte halves of the vector's dst */
-                _mm512_mask_storeu_epi64((char *)dst + 128 * v + 64 * q, (__mmask8)(b >> (8 * q)), zero);
-    }
-    return bad;
+            _mm512_mask_storeu_epi64((char *)dst + 64 * q, (__mmask8)(bad >> (8 * q)), zero);
+    return __builtin_popcount(bad);
 }
 
-/* dst[k] = src[norm(idx[k]) * inner + k * step] for k < n in blocks of 32 (direct32, scalar_run unless
+/* dst[k] = src[norm(idx[k]) * inner + k * step] for k < n in blocks of 32 (direct32, scalar32 unless
    `vector_gather`, or two gathers in flight: G2 6-10% faster than one). ahead[0:ahead_bytes], the next
    task's source, is prefetched in equal parts per iteration: random reads inside a small slice defeat the hardware prefetcher (G4 1.26x,
    G2 1.06x faster). idx[n:idx_bytes / idx_size] is more index of the task (prefetched too). Returns the
@@ -195,33 +187,27 @@ SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const 
                                      _mm512_set1_epi32((int)step));
     const synet_size ahead_step = ((ahead_bytes * 32 + n - 1) / n + 63) & ~(synet_size)63;
     synet_size bad = 0, a = 0;
-    for (synet_size k = 0; k < n;) {
-        /* full blocks of 4- and 8-byte elements go by scalar loads (direct32 first with inner 1); rows of `inner`
-           SCALAR_SPAN elements at a time */
-        const int by_scalar = (width == 4 || width == 8) && n - k >= 32;
-        const synet_size span =
-            by_scalar && !inner1 && !vector_gather ? SYNET_MIN(n - k, (synet_size)SCALAR_SPAN) & ~(synet_size)31 : 32;
-        for (synet_size end = a + ahead_step * (span / 32); a < end && a < ahead_bytes; a += 64)
+    for (synet_size k = 0; k < n; k += 32) {
+        for (synet_size end = a + ahead_step; a < end && a < ahead_bytes; a += 64)
             _mm_prefetch(ahead + a, _MM_HINT_T0);
-        for (synet_size line = 0; line < span * idx_size; line += 64)
+        for (synet_size line = 0; line < 32 * idx_size; line += 64)
             if (k * idx_size + INDEX_PREFETCH + line < idx_bytes) /* inside the index only */
                 _mm_prefetch((const char *)idx + k * idx_size + INDEX_PREFETCH + line, _MM_HINT_T0);
-        if (by_scalar) {
+        const __mmask32 m = n - k >= 32 ? 0xFFFFFFFFu : (__mmask32)((1ull << (n - k)) - 1);
+        if ((width == 4 || width == 8) && m == 0xFFFFFFFFu) {
             const char *ik = (const char *)idx + k * idx_size;
             char *dk = (char *)dst + k * width;
+            const __m512i pos1 = _mm512_add_epi32(pos, advance);
             int done = inner1 && direct32(src, ik, idx_size, dk, width, count);
             if (!done && !vector_gather) {
-                bad += scalar_run(src, ik, idx_size, offsets, dk, width, vcount, inner1 ? 1 : inner, vinner, pos, advance,
-                                  (int)(span / 16));
+                bad += scalar32(src, ik, idx_size, offsets, dk, width, vcount, inner1 ? 1 : inner, vinner, pos, pos1);
                 done = 1;
             }
             if (done) {
-                pos = _mm512_add_epi32(pos, _mm512_set1_epi32((int)(span * step)));
-                k += span;
+                pos = _mm512_add_epi32(pos1, advance);
                 continue;
             }
         }
-        const __mmask32 m = n - k >= 32 ? 0xFFFFFFFFu : (__mmask32)((1ull << (n - k)) - 1);
         bad += gather16(src, (const char *)idx + k * idx_size, idx64, offsets, (char *)dst + k * width, width,
                         (__mmask16)m, vcount, inner1 ? 1 : inner, vinner, pos, last, wshift);
         pos = _mm512_add_epi32(pos, advance);
@@ -230,7 +216,6 @@ SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const 
                             (char *)dst + (k + 16) * width, width, (__mmask16)(m >> 16), vcount, inner1 ? 1 : inner,
                             vinner, pos, last, wshift);
         pos = _mm512_add_epi32(pos, advance);
-        k += 32;
     }
     return bad;
 }
