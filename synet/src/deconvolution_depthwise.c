@@ -40,15 +40,25 @@ static void padded_row(const synet_deconv_plan *p, const char *src, float *image
     deconv_convert_run(row, p->src_bf16, d + left, 1, n, (synet_size)(src_end - row));
 }
 
+/* bytes of one channel of one image of the source (channels last: times src_c, one image) */
+static synet_size plane_bytes(const synet_deconv_plan *p)
+{
+    return p->src_d * p->src_h * p->src_w * (p->src_bf16 ? 2 : 4);
+}
+
+/* the end of the whole source: how far padded_row may prefetch */
+static const char *source_end(const synet_deconv_plan *p, const void *src)
+{
+    return (const char *)src + p->batch * p->src_c * plane_bytes(p);
+}
+
 /* row r of the BF16-rounded FP32 copy of the whole source, zero-padded: [n, zp, yp, xp, c] (channels last;
    rows are tasks of their own) */
 void deconv_depthwise_pad_row(const synet_deconv_plan *p, const void *src, void *image, synet_size r)
 {
     const synet_size rows = p->padded_d * p->padded_h, n = r / rows, pix = p->src_c;
-    const synet_size image_bytes = p->src_d * p->src_h * p->src_w * pix * (p->src_bf16 ? 2 : 4);
-    padded_row(p, (const char *)src + n * image_bytes, (float *)image + n * rows * p->padded_w * pix, pix,
-               r % rows / p->padded_h, r % p->padded_h, p->padded_w * pix,
-               (const char *)src + p->batch * image_bytes);
+    padded_row(p, (const char *)src + n * plane_bytes(p) * pix, (float *)image + n * rows * p->padded_w * pix, pix,
+               r % rows / p->padded_h, r % p->padded_h, p->padded_w * pix, source_end(p, src));
 }
 
 /* One vector of outputs i..i+VW-1 of a phase: sum_t w[t] * s[toff[t] + i], in tap order. BF16 products
@@ -363,9 +373,7 @@ static void phase_range(const synet_deconv_plan *p, synet_size rx, synet_size x0
 static const float *pad_plane(const synet_deconv_plan *p, const void *src, float *pad, synet_size task)
 {
     const synet_size rows = p->padded_d * p->padded_h;
-    const synet_size plane_bytes = p->src_d * p->src_h * p->src_w * (p->src_bf16 ? 2 : 4);
-    const char *plane = (const char *)src + task * plane_bytes;
-    const char *end = (const char *)src + p->batch * p->src_c * plane_bytes;
+    const char *plane = (const char *)src + task * plane_bytes(p), *end = source_end(p, src);
     for (synet_size zp = 0, r = 0; zp < p->padded_d; ++zp)
         for (synet_size yp = 0; yp < p->padded_h; ++yp, ++r) /* (no division a row) */
             padded_row(p, plane, pad, 1, zp, yp, (rows - r) * p->padded_w, end);
