@@ -30,7 +30,7 @@ cdef const synet_gather_kernels* K = synet_gather_kernels_at(kernel_level())
 if K == NULL:
     raise ImportError("synet._gather: this build has no gather kernels for this CPU (a native build elsewhere?)")
 LEVEL = K.level.decode()
-# whether 4- and 8-byte elements load by vpgather (AVX-512 kernels only; see synet._kernels)
+# whether elements load by vpgather (AVX-512 kernels only; see synet._kernels)
 cdef bint _VECTOR_GATHER = vector_gather_preferred() and LEVEL == "avx512"
 VECTOR_GATHER = bool(_VECTOR_GATHER)
 

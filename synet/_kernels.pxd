@@ -15,7 +15,7 @@ cdef bint bf16_dot_preferred() noexcept nogil
     # products outpace its FP32 FMAs, or SYNET_BF16_DOT=1)
 
 cdef bint vector_gather_preferred() noexcept nogil
-    # whether GatherElements loads 4- and 8-byte elements by vpgather (the level has it, and this CPU's gathers
+    # whether GatherElements loads its elements by vpgather (the level has it, and this CPU's gathers
     # outpace scalar loads, or SYNET_VECTOR_GATHER=1)
 
 cdef int call_threads(object n_threads) except -1

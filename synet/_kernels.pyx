@@ -6,7 +6,7 @@ cap it, and every op runs the kernels of the highest level compiled for it up to
 state: asked the first time an AMX kernel is planned, never at import; refused, the next level runs.
 Deconvolutions that do not run on AMX use the AVX512-BF16 dot products only where they outpace the FP32
 FMAs (``synet_cpu_bf16_dot_fast``: AMD's, not Intel's), or as ``SYNET_BF16_DOT`` says; GatherElements
-loads 4- and 8-byte elements by AVX-512's vpgather only where it outpaces scalar loads
+loads elements by AVX-512's vpgather only where it outpaces scalar loads
 (``synet_cpu_vector_gather_fast``: Intel's without the Downfall microcode, not AMD's), or as
 ``SYNET_VECTOR_GATHER`` says.
 """

@@ -472,7 +472,19 @@ def test_one_byte_strips_match_reference(index_dtype, outer, src_count, inner, i
         np.testing.assert_array_equal(gather.forward(data, indices, n_threads=n_threads), expected)
         np.testing.assert_array_equal(synet.gather_elements(data.view(np.int8), indices, 1, n_threads=n_threads),
                                       expected.view(np.int8))
-    indices[-1, idx_count // 2, inner - 1] = src_count
+    # out of range in the first strip (a whole one) and in the last column (a tail strip where inner % 32):
+    # reported, zeros there, every other element gathered
+    bad = [(outer - 1, idx_count // 2, 0), (outer - 1, idx_count // 2, inner - 1), (0, idx_count - 1, 0)]
+    for position in bad:
+        indices[position] = src_count
+    expected = reference(data, np.where(indices == src_count, 0, indices), 1)
+    for position in bad:
+        expected[position] = 0
+    for n_threads in (1, 2):
+        dst = np.full(indices.shape, 7, np.uint8)
+        with pytest.raises(IndexError, match=rf"index {src_count} at flat position \d+ is out of range"):
+            gather.forward(data, indices, dst, n_threads=n_threads)
+        np.testing.assert_array_equal(dst, expected)
     with pytest.raises(IndexError, match=f"= {src_count} is out of range for axis 1 with size {src_count}"):
         synet.gather_elements(data, indices, 1)
 
@@ -501,14 +513,14 @@ def test_wide_strips_match_reference(index_dtype, dtype, outer, src_count, inner
         synet.gather_elements(data, indices, 1)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.float32, np.int64])
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("inner", [1, 3])
 @pytest.mark.parametrize("case", ["in range", "negative", "out of range", "beyond int32"])
 def test_blocks_of_32_lanes(dtype, index_dtype, inner, case):
-    """4- and 8-byte elements go 32 lanes at a time (AVX-512): by scalar loads straight from an index that is in
-    range as it is, else through clamped offsets by vpgather or scalar loads (SYNET_VECTOR_GATHER; both run by
-    test_cpu_levels.py). Blocks of 32 with a negative, an out-of-range and (int64) a
+    """Elements go 32 lanes at a time (AVX-512): 4- and 8-byte ones by scalar loads straight from an index that
+    is in range as it is, else (every size) through clamped offsets by vpgather or scalar loads
+    (SYNET_VECTOR_GATHER; both run by test_cpu_levels.py). Blocks of 32 with a negative, an out-of-range and (int64) a
     beyond-int32 index among in-range ones, a tail of 5: the reference's values, zeros where out of range."""
     rng = np.random.default_rng(inner * 10 + len(case))
     src_count, idx_count = 40, 101   # 101 * inner: three or nine full blocks and a tail

@@ -17,7 +17,7 @@ int synet_amx_permission(void);
 int synet_cpu_bf16_dot_fast(void);
 
 /* 1 when this CPU's vpgatherdd / vpgatherdq load gathered elements faster than scalar loads do, so that
-   GatherElements uses them for 4- and 8-byte elements: Intel's, unless Linux reports the microcode's
+   GatherElements uses them (elements of every size): Intel's, unless Linux reports the microcode's
    mitigation of Gather Data Sampling ("Downfall", which slows gathers down several times: Skylake to Ice
    Lake) in /sys/devices/system/cpu/vulnerabilities/gather_data_sampling (Emerald Rapids: G1 1.5x faster);
    0 on AMD's (Zen 4: about one element a cycle, scalar loads 1.2x faster on G1) and elsewhere. */

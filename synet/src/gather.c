@@ -5,8 +5,8 @@
  * result does not depend on the thread count. Small slices go several to a task; strips are for 1-byte
  * elements of a small enough slice (AVX-512, see strip_u8) and wider ones of a slice too large for L2
  * (the portable loop, see wide_strip). With AVX-512, index math runs in vectors; elements are then loaded
- * by vpgather, except 4- and 8-byte ones on CPUs whose vpgather is slow (AMD's; see
- * synet_cpu_vector_gather_fast): scalar loads 32 at a time there (scalar32). An index in range as it is
+ * by vpgather, except on CPUs whose vpgather is slow (AMD's; see synet_cpu_vector_gather_fast): scalar
+ * loads 32 at a time there (scalar32, ELEMENTS16; strip_u8 too). An index in range as it is
  * (a flat one, or set_index's offsets) loads 4- and 8-byte elements by scalar loads everywhere (direct32).
  */
 #include "gather.h"
@@ -138,33 +138,67 @@ SYNET_INLINE int direct32(const void *src, const void *idx, const int idx_size, 
         SCALAR_LOOP(int64_t, uint64_t, ((const index_u *)idx)[j])
     return 1;
 }
+#undef SCALAR_LOOP
 
-/* gather16 twice for 4- and 8-byte elements, 32 full lanes, as scalar loads, where vpgather is slow (AMD's
-   vpgatherdd loads about one element a cycle): the offsets computed in vectors (clamped into src), stored and
-   loaded back, out-of-range lanes zeroed afterwards (G1 2.1 -> 1.8 ms on AMD, 1.5x slower than vpgather on
-   Intel's Emerald Rapids). */
+/* OUT[j] = SRC[offset j] for the 16 uint32 offsets in O's lanes, by scalar loads and stores of ELEM: the
+   offsets move to general registers two at a time (a vector store of them and 16 loads back waited on the
+   store: G3 0.56 -> 0.38 ns an element in cache); volatile stores, or GCC merges them into vector inserts */
+#define ELEMENT_PAIR(ELEM, SRC, OUT, Q, K)                                                                   \
+    {                                                                                                        \
+        typedef ELEM pair_u __attribute__((aligned(1)));                                                     \
+        const uint64_t q_ = (Q);                                                                             \
+        ((volatile pair_u *)(OUT))[K] = ((const pair_u *)(SRC))[(uint32_t)q_];                               \
+        ((volatile pair_u *)(OUT))[(K) + 1] = ((const pair_u *)(SRC))[q_ >> 32];                             \
+    }
+#define ELEMENTS4(ELEM, SRC, Q, OUT, K)                                                                      \
+    ELEMENT_PAIR(ELEM, SRC, OUT, (uint64_t)_mm_cvtsi128_si64(Q), K)                                          \
+    ELEMENT_PAIR(ELEM, SRC, OUT, (uint64_t)_mm_extract_epi64(Q, 1), (K) + 2)
+#define ELEMENTS16(ELEM, SRC, O, OUT)                                                                        \
+    {                                                                                                        \
+        ELEMENTS4(ELEM, SRC, _mm512_castsi512_si128(O), OUT, 0)                                              \
+        ELEMENTS4(ELEM, SRC, _mm512_extracti32x4_epi32(O, 1), OUT, 4)                                        \
+        ELEMENTS4(ELEM, SRC, _mm512_extracti32x4_epi32(O, 2), OUT, 8)                                        \
+        ELEMENTS4(ELEM, SRC, _mm512_extracti32x4_epi32(O, 3), OUT, 12)                                       \
+    }
+
+/* gather16 twice, 32 full lanes, as scalar loads, where vpgather is slow (AMD's vpgatherdd loads about one
+   element a cycle): the offsets computed in vectors (clamped into src) and moved to general registers,
+   out-of-range lanes zeroed afterwards (G1 2.1 -> 1.8 ms on AMD, 1.5x slower than vpgather on Intel's
+   Emerald Rapids). */
 SYNET_INLINE int scalar32(const void *src, const void *idx, const int idx_size, const int offsets, void *dst,
                           const int width, __m512i vcount, synet_size inner, __m512i vinner, __m512i pos0,
                           __m512i pos1)
 {
-    uint32_t o[32] __attribute__((aligned(64)));
     __mmask16 ok0, ok1;
-    _mm512_store_si512(o, offsets16(idx, idx_size == 8, offsets, 0xFFFF, vcount, inner, vinner, pos0, &ok0));
-    _mm512_store_si512(o + 16, offsets16((const char *)idx + 16 * idx_size, idx_size == 8, offsets, 0xFFFF, vcount,
-                                         inner, vinner, pos1, &ok1));
-    __asm__ volatile("" : : "m"(o) : "memory"); /* loads of o from memory, not lane extracts of the registers */
-    if (width == 4)
-        SCALAR_LOOP(uint32_t, uint32_t, o[j])
-    else
-        SCALAR_LOOP(uint32_t, uint64_t, o[j])
-#undef SCALAR_LOOP
+    const __m512i o0 = offsets16(idx, idx_size == 8, offsets, 0xFFFF, vcount, inner, vinner, pos0, &ok0);
+    const __m512i o1 = offsets16((const char *)idx + 16 * idx_size, idx_size == 8, offsets, 0xFFFF, vcount, inner,
+                                 vinner, pos1, &ok1);
+    if (width == 1) {
+        ELEMENTS16(uint8_t, src, o0, dst)
+        ELEMENTS16(uint8_t, src, o1, (char *)dst + 16)
+    } else if (width == 2) {
+        ELEMENTS16(uint16_t, src, o0, dst)
+        ELEMENTS16(uint16_t, src, o1, (char *)dst + 32)
+    } else if (width == 4) {
+        ELEMENTS16(uint32_t, src, o0, dst)
+        ELEMENTS16(uint32_t, src, o1, (char *)dst + 64)
+    } else {
+        ELEMENTS16(uint64_t, src, o0, dst)
+        ELEMENTS16(uint64_t, src, o1, (char *)dst + 128)
+    }
     const uint32_t bad = ~((uint32_t)ok1 << 16 | ok0);
-    const __m512i zero = _mm512_setzero_si512();
-    for (int q = 0; q < 2 * width / 4; ++q) /* 64-byte quarters of dst */
-        if (width == 4)
-            _mm512_mask_storeu_epi32((char *)dst + 64 * q, (__mmask16)(bad >> (16 * q)), zero);
-        else
-            _mm512_mask_storeu_epi64((char *)dst + 64 * q, (__mmask8)(bad >> (8 * q)), zero);
+    if (bad && width == 1)
+        _mm256_mask_storeu_epi8(dst, bad, _mm256_setzero_si256());
+    else if (bad && width == 2)
+        _mm512_mask_storeu_epi16(dst, bad, _mm512_setzero_si512());
+    else if (bad) {
+        for (int q = 0; q < 2 * width / 4; ++q) { /* 64-byte quarters of dst */
+            if (width == 4)
+                _mm512_mask_storeu_epi32((char *)dst + 64 * q, (__mmask16)(bad >> (16 * q)), _mm512_setzero_si512());
+            else
+                _mm512_mask_storeu_epi64((char *)dst + 64 * q, (__mmask8)(bad >> (8 * q)), _mm512_setzero_si512());
+        }
+    }
     return __builtin_popcount(bad);
 }
 
@@ -194,11 +228,11 @@ SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const 
             if (k * idx_size + INDEX_PREFETCH + line < idx_bytes) /* inside the index only */
                 _mm_prefetch((const char *)idx + k * idx_size + INDEX_PREFETCH + line, _MM_HINT_T0);
         const __mmask32 m = n - k >= 32 ? 0xFFFFFFFFu : (__mmask32)((1ull << (n - k)) - 1);
-        if ((width == 4 || width == 8) && m == 0xFFFFFFFFu) {
+        if (m == 0xFFFFFFFFu) {
             const char *ik = (const char *)idx + k * idx_size;
             char *dk = (char *)dst + k * width;
             const __m512i pos1 = _mm512_add_epi32(pos, advance);
-            int done = inner1 && direct32(src, ik, idx_size, dk, width, count);
+            int done = inner1 && width >= 4 && direct32(src, ik, idx_size, dk, width, count);
             if (!done && !vector_gather) {
                 bad += scalar32(src, ik, idx_size, offsets, dk, width, vcount, inner1 ? 1 : inner, vinner, pos, pos1);
                 done = 1;
@@ -371,7 +405,7 @@ static int strips_apply(synet_size count, synet_size inner) { return inner >= 32
    rows of the whole slice in L2; the index of the rows ahead is prefetched (G3 1.90 -> 1.31 ms). */
 SYNET_INLINE synet_size strip_u8_of(const uint8_t *src, const void *idx, const int idx_size, uint8_t *dst,
                                     synet_size c_begin, synet_size c_end, synet_size count, synet_size inner,
-                                    synet_size s0)
+                                    synet_size s0, const int vector_gather)
 {
     uint8_t buf[STRIP_BYTES + 64] __attribute__((aligned(64)));
     const int idx64 = idx_size == 8;
@@ -394,14 +428,32 @@ SYNET_INLINE synet_size strip_u8_of(const uint8_t *src, const void *idx, const i
         const __m512i i0 = index16(ip, idx64, 0, k0, vcount, &ok0);
         const __m512i i1 = index16(ip + 16 * idx_size, idx64, 0, k1, vcount, &ok1);
         bad += __builtin_popcount((unsigned)(k0 & ~ok0)) + __builtin_popcount((unsigned)(k1 & ~ok1));
-        /* the dword at byte c' * 32 + column holds the element in its low byte */
-        const __m512i v0 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), ok0,
-                                                       _mm512_add_epi32(_mm512_slli_epi32(i0, 5), lane), buf, 1);
-        const __m512i v1 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), ok1,
-                                                       _mm512_add_epi32(_mm512_slli_epi32(i1, 5), lane16), buf, 1);
-        _mm256_mask_storeu_epi8(dst + c * inner + s0, kc,
-                                _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(v0)),
-                                                        _mm512_cvtepi32_epi8(v1), 1));
+        if (vector_gather) { /* the dword at byte c' * 32 + column holds the element in its low byte */
+            const __m512i v0 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), ok0,
+                                                           _mm512_add_epi32(_mm512_slli_epi32(i0, 5), lane), buf, 1);
+            const __m512i v1 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), ok1,
+                                                           _mm512_add_epi32(_mm512_slli_epi32(i1, 5), lane16), buf, 1);
+            _mm256_mask_storeu_epi8(dst + c * inner + s0, kc,
+                                    _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(v0)),
+                                                            _mm512_cvtepi32_epi8(v1), 1));
+            continue;
+        }
+        /* scalar loads: the offsets of the lanes in range, 0 for the others, moved to general registers */
+        const __m512i o0 = _mm512_maskz_add_epi32(ok0, _mm512_slli_epi32(i0, 5), lane);
+        const __m512i o1 = _mm512_maskz_add_epi32(ok1, _mm512_slli_epi32(i1, 5), lane16);
+        const __mmask32 ok = (__mmask32)ok1 << 16 | ok0;
+        uint8_t *d = dst + c * inner + s0;
+        if (cols == 32) {
+            ELEMENTS16(uint8_t, buf, o0, d);
+            ELEMENTS16(uint8_t, buf, o1, d + 16);
+            if (ok != kc)
+                _mm256_mask_storeu_epi8(d, kc & ~ok, _mm256_setzero_si256());
+        } else {
+            uint8_t b[32] __attribute__((aligned(32)));
+            ELEMENTS16(uint8_t, buf, o0, b);
+            ELEMENTS16(uint8_t, buf, o1, b + 16);
+            _mm256_mask_storeu_epi8(d, kc, _mm256_maskz_mov_epi8(ok, _mm256_load_si256((const __m256i *)b)));
+        }
     }
     return bad;
 }
@@ -410,11 +462,15 @@ SYNET_INLINE synet_size strip_u8_of(const uint8_t *src, const void *idx, const i
    (its loop's place in the line moved G3 by 5-7 % between builds) */
 __attribute__((aligned(64))) static synet_size strip_u8(const uint8_t *src, const void *idx, int idx_size,
                                                         uint8_t *dst, synet_size c_begin, synet_size c_end,
-                                                        synet_size count, synet_size inner, synet_size s0)
+                                                        synet_size count, synet_size inner, synet_size s0,
+                                                        int vector_gather)
 {
+    if (vector_gather)
+        return idx_size == 8 ? strip_u8_of(src, idx, 8, dst, c_begin, c_end, count, inner, s0, 1)
+                             : strip_u8_of(src, idx, 4, dst, c_begin, c_end, count, inner, s0, 1);
     if (idx_size == 8)
-        return strip_u8_of(src, idx, 8, dst, c_begin, c_end, count, inner, s0);
-    return strip_u8_of(src, idx, 4, dst, c_begin, c_end, count, inner, s0);
+        return strip_u8_of(src, idx, 8, dst, c_begin, c_end, count, inner, s0, 0);
+    return strip_u8_of(src, idx, 4, dst, c_begin, c_end, count, inner, s0, 0);
 }
 #else
 static synet_size gather_simd(const char *src, synet_size src_bytes, synet_size src_step, const void *idx,
@@ -433,9 +489,10 @@ static int strips_apply(synet_size count, synet_size inner)
     return 0;
 }
 static synet_size strip_u8(const uint8_t *src, const void *idx, int idx_size, uint8_t *dst, synet_size c_begin,
-                           synet_size c_end, synet_size count, synet_size inner, synet_size s0)
+                           synet_size c_end, synet_size count, synet_size inner, synet_size s0, int vector_gather)
 {
     (void)src, (void)idx, (void)idx_size, (void)dst, (void)c_begin, (void)c_end, (void)count, (void)inner, (void)s0;
+    (void)vector_gather;
     return 0;
 }
 #endif
@@ -686,7 +743,7 @@ static synet_size task(const synet_gather_job *j, synet_size t)
         const synet_size s0 = (part % j->nstrips) * STRIP_COLS, first_elem = c_begin * j->inner + s0;
         if (j->strips && e == 1)
             bad += strip_u8((const uint8_t *)s, i, j->index_size, (uint8_t *)d, c_begin, c_end, j->src_count, j->inner,
-                            s0);
+                            s0, j->vector_gather);
         else if (j->strips)
             bad += wide_strip(j, s, i + first_elem * x, row - first_elem, d + first_elem * e, c_end - c_begin, s0);
         else

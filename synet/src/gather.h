@@ -13,7 +13,7 @@ typedef struct synet_gather_job {
     int elem_size;     /* bytes per element: 1, 2, 4 or 8 */
     int index_size;    /* bytes per index: 4 or 8 */
     int offsets;       /* idx holds src offsets c * inner + i (set_index's, int32 or int64), still checked */
-    int vector_gather; /* 4- and 8-byte elements by vpgather, not scalar loads (synet_cpu_vector_gather_fast) */
+    int vector_gather; /* elements by vpgather, not scalar loads (synet_cpu_vector_gather_fast) */
     /* the task split, filled by `prepare` (it depends on the level's kernels, never on the threads) */
     synet_size ntasks, tasks_per_outer, slices_per_task, rows_per_task, nstrips;
     int strips, whole_slices, prefetch_next;
