@@ -451,6 +451,30 @@ def test_hostile_context_raises_only_python_errors(init_args, src, idx, dst):
         outcome(call, _accepted=PYTHON_ERRORS)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.float32, np.int64])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("inner", [2, 3, 4, 5, 7, 15, 16, 17, 31])
+def test_short_rows_gather_as_one_run(dtype, index_dtype, inner):
+    """A task's rows of `inner` < 32 elements go as one run, 32 elements a step, each element's column
+    k mod inner (at every level: tests/test_cpu_levels.py): the reference's values with negatives, on 1 and 2
+    threads; one index out of range gives 0 there and leaves its neighbours (in the same step) gathered."""
+    rng = np.random.default_rng(inner)
+    outer, src_count, idx_count = 3, 50, 333   # 999 * inner elements: many steps whose columns wrap mid-step
+    data = random_data(rng, (outer, src_count, inner), dtype)
+    indices = rng.integers(-src_count, src_count, (outer, idx_count, inner)).astype(index_dtype)
+    gather = synet.GatherElements(dtype, index_dtype, False, 1, [outer], src_count, inner, idx_count)
+    for n_threads in (1, 2):
+        np.testing.assert_array_equal(gather.forward(data, indices, n_threads=n_threads), reference(data, indices, 1))
+    position = (1, idx_count // 3, inner // 2)
+    indices[position] = src_count
+    expected = reference(data, np.where(indices == src_count, 0, indices), 1)
+    expected[position] = 0
+    dst = np.full(indices.shape, 7, dtype)
+    with pytest.raises(IndexError, match=rf"index {src_count} at flat position \d+ is out of range"):
+        gather.forward(data, indices, dst, n_threads=1)
+    np.testing.assert_array_equal(dst, expected)
+
+
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("outer, src_count, inner, idx_count", [
     (2, 1024, 256, 1024),   # G3's slices: the 1-byte strip path (32-column strips, 32 KiB copies)

@@ -1,4 +1,4 @@
-"""GatherElements workloads G1-G4 (issue #2) against np.take_along_axis, torch.gather, onnxruntime."""
+"""GatherElements workloads G1-G5 (issue #2) against np.take_along_axis, torch.gather, onnxruntime."""
 
 from __future__ import annotations
 
@@ -73,4 +73,7 @@ WORKLOADS = [
                      np.uint8, np.int64, (8,), 1024, 256, 1024, -1024),
     _gather_workload("G4", "gather f32, i64 const idx, outer [16, 64], 512 -> 512, set_index",
                      np.float32, np.int64, (16, 64), 512, 1, 512, 0, repeated_outer=True),
+    # boxes [N, 4] gathered by a per-coordinate index (detection post-processing): rows of 4 elements
+    _gather_workload("G5", "gather f32, i64 idx, outer [8], 4096 -> 4096, inner 4 (rows of 4)",
+                     np.float32, np.int64, (8,), 4096, 4, 4096, 0),
 ]

@@ -202,23 +202,31 @@ SYNET_INLINE int scalar32(const void *src, const void *idx, const int idx_size, 
     return __builtin_popcount(bad);
 }
 
-/* dst[k] = src[norm(idx[k]) * inner + k * step] for k < n in blocks of 32 (direct32, scalar32 unless
+/* dst[k] = src[norm(idx[k]) * inner + (k mod row_len) * step] for k < n (a run of rows of row_len elements, or
+   one row: row_len >= n) in blocks of 32 (direct32, scalar32 unless
    `vector_gather`, or two gathers in flight: G2 6-10% faster than one). ahead[0:ahead_bytes], the next
    task's source, is prefetched in equal parts per iteration: random reads inside a small slice defeat the hardware prefetcher (G4 1.26x,
    G2 1.06x faster). idx[n:idx_bytes / idx_size] is more index of the task (prefetched too). Returns the
    out-of-range count. */
 SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const void *idx, synet_size idx_bytes,
-                                   void *dst, synet_size n, synet_size count, synet_size inner, synet_size step,
-                                   const char *ahead, synet_size ahead_bytes, const int width, const int idx_size,
-                                   const int offsets, const int inner1, const int vector_gather)
+                                   void *dst, synet_size n, synet_size row_len, synet_size count, synet_size inner,
+                                   synet_size step, const char *ahead, synet_size ahead_bytes, const int width,
+                                   const int idx_size, const int offsets, const int inner1, const int vector_gather)
 {
     const int idx64 = idx_size == 8;
     const __m512i vcount = _mm512_set1_epi32((int)count), vinner = _mm512_set1_epi32((int)inner);
-    const __m512i advance = _mm512_set1_epi32((int)(16 * step));
+    const synet_size len = row_len < n ? row_len : n; /* (lanes past n are masked) */
+    const __m512i advance = _mm512_set1_epi32((int)(16 % len * step)), span = _mm512_set1_epi32((int)(len * step));
     const __m512i last = _mm512_set1_epi32((int)((src_bytes < 0x7FFFFFFF ? src_bytes : 0x7FFFFFFF) - 4));
     const __m128i wshift = _mm_cvtsi32_si128(width == 2);
+    /* pos: (k mod len) * step of the 16 lanes at hand; a step of 16 lanes wraps a lane once at most */
     __m512i pos = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                      _mm512_set1_epi32((int)step));
+    for (synet_size q = len; q < 16; q += len)
+        pos = _mm512_mask_sub_epi32(pos, _mm512_cmpge_epi32_mask(pos, span), pos, span);
+#define NEXT_POS(P) _mm512_mask_sub_epi32(_mm512_add_epi32(P, advance), \
+                                          _mm512_cmpge_epi32_mask(_mm512_add_epi32(P, advance), span), \
+                                          _mm512_add_epi32(P, advance), span)
     const synet_size ahead_step = ((ahead_bytes * 32 + n - 1) / n + 63) & ~(synet_size)63;
     synet_size bad = 0, a = 0;
     for (synet_size k = 0; k < n; k += 32) {
@@ -231,26 +239,27 @@ SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const 
         if (m == 0xFFFFFFFFu) {
             const char *ik = (const char *)idx + k * idx_size;
             char *dk = (char *)dst + k * width;
-            const __m512i pos1 = _mm512_add_epi32(pos, advance);
+            const __m512i pos1 = NEXT_POS(pos);
             int done = inner1 && width >= 4 && direct32(src, ik, idx_size, dk, width, count);
             if (!done && !vector_gather) {
                 bad += scalar32(src, ik, idx_size, offsets, dk, width, vcount, inner1 ? 1 : inner, vinner, pos, pos1);
                 done = 1;
             }
             if (done) {
-                pos = _mm512_add_epi32(pos1, advance);
+                pos = NEXT_POS(pos1);
                 continue;
             }
         }
         bad += gather16(src, (const char *)idx + k * idx_size, idx64, offsets, (char *)dst + k * width, width,
                         (__mmask16)m, vcount, inner1 ? 1 : inner, vinner, pos, last, wshift);
-        pos = _mm512_add_epi32(pos, advance);
+        pos = NEXT_POS(pos);
         if (m >> 16)
             bad += gather16(src, (const char *)idx + (k + 16) * idx_size, idx64, offsets,
                             (char *)dst + (k + 16) * width, width, (__mmask16)(m >> 16), vcount, inner1 ? 1 : inner,
                             vinner, pos, last, wshift);
-        pos = _mm512_add_epi32(pos, advance);
+        pos = NEXT_POS(pos);
     }
+#undef NEXT_POS
     return bad;
 }
 
@@ -348,8 +357,9 @@ SYNET_INLINE synet_size table_loop(const char *src, synet_size src_step, const v
    inner == 1 (gather_simd), so neither the loop nor the rows carry a per-step branch or dispatch (G1:
    8192 rows of 256 a call; G4: 8 slices of 512 a task, 0.23 -> 0.19 ms). */
 SYNET_INLINE synet_size gather_loop(const char *src, synet_size src_bytes, synet_size src_step, const void *idx,
-                                    synet_size idx_bytes, void *dst, synet_size n, synet_size row_step, synet_size rows,
-                                    synet_size count, synet_size inner, synet_size step, synet_size ahead_bytes,
+                                    synet_size idx_bytes, void *dst, synet_size n, synet_size row_len,
+                                    synet_size row_step, synet_size rows, synet_size count, synet_size inner,
+                                    synet_size step, synet_size ahead_bytes,
                                     int ahead_last, const int width, const int idx_size, const int offsets,
                                     const int inner1, int vector_gather)
 {
@@ -366,24 +376,25 @@ SYNET_INLINE synet_size gather_loop(const char *src, synet_size src_bytes, synet
     synet_size bad = 0;
     for (synet_size r = 0; r < rows; ++r)
         bad += gather_row(src + r * src_step, src_bytes - r * src_step, (const char *)idx + r * row_step * idx_size,
-                          idx_bytes - r * row_step * idx_size, (char *)dst + r * row_step * width, n, count, inner,
-                          step, src + (r + 1) * src_step, r + 1 < rows || ahead_last ? ahead_bytes : 0, width,
+                          idx_bytes - r * row_step * idx_size, (char *)dst + r * row_step * width, n, row_len,
+                          count, inner, step, src + (r + 1) * src_step, r + 1 < rows || ahead_last ? ahead_bytes : 0, width,
                           idx_size, offsets, inner1, vector_gather);
     return bad;
 }
 
 #define LOOP_CASE(W, X, O, I1)                                                                                 \
     case ((W) * 16 + (X) * 2 + (O)) * 2 + (I1):                                                                \
-        return gather_loop(src, src_bytes, src_step, idx, idx_bytes, dst, n, row_step, rows, count, inner, step,      \
-                           ahead_bytes, ahead_last, W, X, O, I1, vector_gather);
+        return gather_loop(src, src_bytes, src_step, idx, idx_bytes, dst, n, row_len, row_step, rows, count, inner,  \
+                           step, ahead_bytes, ahead_last, W, X, O, I1, vector_gather);
 #define LOOP_CASES_W(W) LOOP_CASE(W, 4, 0, 0) LOOP_CASE(W, 4, 0, 1) LOOP_CASE(W, 8, 0, 0) LOOP_CASE(W, 8, 0, 1) \
     LOOP_CASE(W, 4, 1, 0) LOOP_CASE(W, 4, 1, 1)
 
 /* gather_loop for the case at hand, or -1 when offsets do not fit int32 or a row's source is under 4 bytes */
 static synet_size gather_simd(const char *src, synet_size src_bytes, synet_size src_step, const void *idx,
                               int idx_size, int offsets, synet_size idx_bytes, void *dst, int width, synet_size n,
-                              synet_size row_step, synet_size rows, synet_size count, synet_size inner, synet_size step,
-                              synet_size ahead_bytes, int ahead_last, int vector_gather)
+                              synet_size row_len, synet_size row_step, synet_size rows, synet_size count,
+                              synet_size inner, synet_size step, synet_size ahead_bytes, int ahead_last,
+                              int vector_gather)
 {
     if (count * inner * width > 0x7FFFFFFF || src_bytes - (rows - 1) * src_step < 4 || (offsets && idx_size != 4))
         return -1;
@@ -475,11 +486,12 @@ __attribute__((aligned(64))) static synet_size strip_u8(const uint8_t *src, cons
 #else
 static synet_size gather_simd(const char *src, synet_size src_bytes, synet_size src_step, const void *idx,
                               int idx_size, int offsets, synet_size idx_bytes, void *dst, int width, synet_size n,
-                              synet_size row_step, synet_size rows, synet_size count, synet_size inner, synet_size step,
-                              synet_size ahead_bytes, int ahead_last, int vector_gather)
+                              synet_size row_len, synet_size row_step, synet_size rows, synet_size count,
+                              synet_size inner, synet_size step, synet_size ahead_bytes, int ahead_last,
+                              int vector_gather)
 {
     (void)src, (void)src_bytes, (void)src_step, (void)idx, (void)idx_size, (void)offsets, (void)idx_bytes, (void)dst;
-    (void)width, (void)n, (void)row_step, (void)rows, (void)count, (void)inner, (void)step, (void)ahead_bytes;
+    (void)width, (void)n, (void)row_len, (void)row_step, (void)rows, (void)count, (void)inner, (void)step, (void)ahead_bytes;
     (void)ahead_last, (void)vector_gather;
     return -1;
 }
@@ -497,27 +509,69 @@ static synet_size strip_u8(const uint8_t *src, const void *idx, int idx_size, ui
 }
 #endif
 
-/* The portable loop: dst[k] = src[norm(idx[k]) * inner + k * step] for k0 <= k < k1; norm adds `count`
-   to a negative index (not to `offsets`), without a branch (random signs: G1 at avx2 10.1 -> 5.0 ms); an
-   index still outside [0, count) is counted and gives 0. */
-#define PORTABLE_LOOP(ELEM, NORMALISE, K0, K1)                                                                 \
+/* The portable loop: dst[k] = src[norm(idx[k]) * inner + COL(k) * step] for k0 <= k < k1 (COL(k): the column
+   of element k); norm adds `count` to a negative index (not to `offsets`), without a branch (random signs: G1
+   at avx2 10.1 -> 5.0 ms); an index still outside [0, count) is counted and gives 0. */
+#define PORTABLE_LOOP(ELEM, NORMALISE, K0, K1, COL)                                                            \
     for (synet_size k = (K0); k < (K1); ++k) {                                                                 \
         synet_size ic = (synet_size)idx[k];                                                                    \
         if (NORMALISE)                                                                                         \
             ic += (ic >> 63) & count;                                                                          \
         const int ok = (size_t)ic < (size_t)count;                                                             \
         bad += !ok;                                                                                            \
-        const ELEM v = src[(ok ? ic : count - 1) * inner + k * step]; /* always in range */                   \
+        const ELEM v = src[(ok ? ic : count - 1) * inner + (COL(k)) * step]; /* always in range */            \
         dst[k] = ok ? v : 0;                                                                                   \
     }
-/* Runs go by blocks of 32 while they fit: a block whose indices are all in range (negatives counted from the
-   end) without a per-element check or select, another one by PORTABLE_LOOP. Flat runs (inner 1, step 0: an
-   index or set_index's offsets) test the indices as they are and load dst[k] = src[idx[k]] (G2 at avx2
-   0.86 -> 0.3 ms); the others keep the normalised indices of the block for the loads (G1 at avx2 5.8 -> 2.9
-   ms, G3 2.9 -> 1.2 ms). */
+/* Blocks of 32 while they fit: a block whose indices are all in range (negatives counted from the end)
+   without a per-element check or select, another one by PORTABLE_LOOP. Flat runs (inner 1, step 0: an index
+   or set_index's offsets) test the indices as they are and load dst[k] = src[idx[k]] (G2 at avx2 0.86 -> 0.3
+   ms); the others keep the normalised indices of the block for the loads (G1 at avx2 5.8 -> 2.9 ms, G3 2.9 ->
+   1.2 ms). COL(k) as in PORTABLE_LOOP, for k in the block; NEXT_BLOCK steps what COL reads to the next. */
+#define PORTABLE_BLOCKS(ELEM, COL, NEXT_BLOCK)                                                                 \
+    for (; k0 + 32 <= n; k0 += 32) {                                                                           \
+        const synet_size k1 = k0 + 32;                                                                         \
+        synet_size ic[32];                                                                                         \
+        int all = 1;                                                                                           \
+        if (inner == 1 && step == 0) {                                                                         \
+            for (int j = 0; j < 32; ++j)                                                                       \
+                all &= (size_t)idx[k0 + j] < (size_t)count;                                                   \
+            if (all) {                                                                                         \
+                _Pragma("GCC unroll 32") for (int j = 0; j < 32; ++j) dst[k0 + j] = src[idx[k0 + j]];          \
+                NEXT_BLOCK;                                                                                    \
+                continue;                                                                                      \
+            }                                                                                                  \
+        } else { /* (offsets come in flat runs only) */                                                        \
+            for (int j = 0; j < 32; ++j) {                                                                     \
+                synet_size v = (synet_size)idx[k0 + j];                                                        \
+                v += (v >> 63) & count;                                                                        \
+                all &= (size_t)v < (size_t)count;                                                              \
+                ic[j] = v;                                                                                     \
+            }                                                                                                  \
+            if (all) {                                                                                         \
+                _Pragma("GCC unroll 32") for (int j = 0; j < 32; ++j)                                          \
+                    dst[k0 + j] = src[ic[j] * inner + (COL(k0 + j)) * step];                                   \
+                NEXT_BLOCK;                                                                                    \
+                continue;                                                                                      \
+            }                                                                                                  \
+        }                                                                                                      \
+        if (offsets)                                                                                           \
+            PORTABLE_LOOP(ELEM, 0, k0, k1, COL)                                                                \
+        else                                                                                                   \
+            PORTABLE_LOOP(ELEM, 1, k0, k1, COL)                                                                \
+        NEXT_BLOCK;                                                                                            \
+    }                                                                                                          \
+    if (offsets)                                                                                               \
+        PORTABLE_LOOP(ELEM, 0, k0, n, COL)                                                                     \
+    else                                                                                                       \
+        PORTABLE_LOOP(ELEM, 1, k0, n, COL)
+#define COLUMN_OF_RUN(k) (k)
+#define COLUMN_OF_ROWS(k) (column[col0 + (k) - k0])
+/* A run of n elements: one row (row_len >= n), or rows of row_len <= 32 (the columns from a table of
+   j mod row_len, its start moved on a block at a time). */
 #define PORTABLE_RUN(ELEM, INDEX)                                                                               \
     static synet_size run_##ELEM##_##INDEX(const void *src_, const void *idx_, void *dst_, synet_size n,       \
-                                           synet_size count, synet_size inner, synet_size step, int offsets) \
+                                           synet_size row_len, synet_size count, synet_size inner,             \
+                                           synet_size step, int offsets)                                       \
     {                                                                                                          \
         typedef ELEM elem_u __attribute__((aligned(1))); /* (see SCALAR_LOOP) */                               \
         typedef INDEX index_u __attribute__((aligned(1)));                                                     \
@@ -525,40 +579,16 @@ static synet_size strip_u8(const uint8_t *src, const void *idx, int idx_size, ui
         const index_u *idx = (const index_u *)idx_;                                                            \
         elem_u *dst = (elem_u *)dst_;                                                                          \
         synet_size bad = 0, k0 = 0;                                                                            \
-        for (; k0 + 32 <= n; k0 += 32) {                                                                       \
-            const synet_size k1 = k0 + 32;                                                                     \
-            synet_size ic[32];                                                                                 \
-            int all = 1;                                                                                       \
-            if (inner == 1 && step == 0) {                                                                     \
-                for (int j = 0; j < 32; ++j)                                                                   \
-                    all &= (size_t)idx[k0 + j] < (size_t)count;                                               \
-                if (all) {                                                                                     \
-                    _Pragma("GCC unroll 32") for (int j = 0; j < 32; ++j)                                      \
-                        dst[k0 + j] = src[idx[k0 + j]];                                                        \
-                    continue;                                                                                  \
-                }                                                                                              \
-            } else { /* (offsets come in flat runs only) */                                                    \
-                for (int j = 0; j < 32; ++j) {                                                                 \
-                    synet_size v = (synet_size)idx[k0 + j];                                                    \
-                    v += (v >> 63) & count;                                                                    \
-                    ic[j] = v;                                                                                 \
-                    all &= (size_t)v < (size_t)count;                                                          \
-                }                                                                                              \
-                if (all) {                                                                                     \
-                    _Pragma("GCC unroll 32") for (int j = 0; j < 32; ++j)                                      \
-                        dst[k0 + j] = src[ic[j] * inner + (k0 + j) * step];                                    \
-                    continue;                                                                                  \
-                }                                                                                              \
-            }                                                                                                  \
-            if (offsets)                                                                                       \
-                PORTABLE_LOOP(ELEM, 0, k0, k1)                                                                 \
-            else                                                                                               \
-                PORTABLE_LOOP(ELEM, 1, k0, k1)                                                                 \
+        if (row_len >= n) {                                                                                    \
+            PORTABLE_BLOCKS(ELEM, COLUMN_OF_RUN, (void)0)                                                      \
+            return bad;                                                                                        \
         }                                                                                                      \
-        if (offsets)                                                                                           \
-            PORTABLE_LOOP(ELEM, 0, k0, n)                                                                      \
-        else                                                                                                   \
-            PORTABLE_LOOP(ELEM, 1, k0, n)                                                                      \
+        uint8_t column[64];                                                                                    \
+        for (int j = 0; j < 64; ++j)                                                                           \
+            column[j] = (uint8_t)(j % row_len);                                                                \
+        synet_size col0 = 0; /* the column of k0 */                                                           \
+        const synet_size advance = 32 % row_len;                                                               \
+        PORTABLE_BLOCKS(ELEM, COLUMN_OF_ROWS, col0 = col0 + advance - (col0 + advance >= row_len ? row_len : 0)) \
         return bad;                                                                                            \
     }
 PORTABLE_RUN(uint8_t, int32_t)
@@ -571,7 +601,7 @@ PORTABLE_RUN(uint64_t, int32_t)
 PORTABLE_RUN(uint64_t, int64_t)
 
 typedef synet_size (*portable_run)(const void *, const void *, void *, synet_size, synet_size, synet_size,
-                                   synet_size, int);
+                                   synet_size, synet_size, int);
 
 static portable_run portable_of(int elem_size, int index_size)
 {
@@ -592,20 +622,22 @@ static portable_run portable_of(int elem_size, int index_size)
    is the index the task has left; each row prefetches ahead_bytes of the source after it (the last row only
    when ahead_last). */
 static synet_size run(const synet_gather_job *j, const char *src, synet_size src_bytes, synet_size src_step,
-                      const char *idx, synet_size idx_left, char *dst, synet_size n, synet_size row_step,
-                      synet_size rows, synet_size count, synet_size inner, synet_size step, int offsets,
-                      synet_size ahead_bytes, int ahead_last)
+                      const char *idx, synet_size idx_left, char *dst, synet_size n, synet_size row_len,
+                      synet_size row_step, synet_size rows, synet_size count, synet_size inner, synet_size step,
+                      int offsets, synet_size ahead_bytes, int ahead_last)
 {
     synet_size bad = gather_simd(src, src_bytes, src_step, idx, j->index_size, offsets, idx_left * j->index_size, dst,
-                                 j->elem_size, n, row_step, rows, count, inner, step, ahead_bytes, ahead_last,
+                                 j->elem_size, n, row_len, row_step, rows, count, inner, step, ahead_bytes, ahead_last,
                                  j->vector_gather);
     if (bad >= 0)
         return bad;
-    bad = 0;
+    bad = 0; /* the portable loop: a call a row, or runs of rows of <= 32 */
+    const synet_size len = row_len <= 32 ? n : row_len, x = j->index_size, e = j->elem_size;
     for (synet_size r = 0; r < rows; ++r)
-        bad += portable_of(j->elem_size, j->index_size)(src + r * src_step, idx + r * row_step * j->index_size,
-                                                        dst + r * row_step * j->elem_size, n, count, inner, step,
-                                                        offsets);
+        for (synet_size k = 0; k < n; k += len)
+            bad += portable_of(j->elem_size, j->index_size)(src + r * src_step, idx + (r * row_step + k) * x,
+                                                            dst + (r * row_step + k) * e, SYNET_MIN(len, n - k),
+                                                            row_len, count, inner, step, offsets);
     return bad;
 }
 
@@ -619,14 +651,15 @@ static synet_size slices(const synet_gather_job *j, synet_size b, synet_size nb)
     char *dst = (char *)j->dst + b * row * e;
     const synet_size ahead = j->prefetch_next ? slice_bytes : 0;
     if (j->offsets)
-        return run(j, src, (j->outer - b) * slice_bytes, slice_bytes, idx, nb * row, dst, row, row, nb,
+        return run(j, src, (j->outer - b) * slice_bytes, slice_bytes, idx, nb * row, dst, row, row, row, nb,
                    j->src_count * j->inner, 1, 0, 1, ahead, b + nb < j->outer);
-    return run(j, src, (j->outer - b) * slice_bytes, slice_bytes, idx, nb * row, dst, row, row, nb, j->src_count, 1, 0,
-               0, ahead, b + nb < j->outer);
+    return run(j, src, (j->outer - b) * slice_bytes, slice_bytes, idx, nb * row, dst, row, row, row, nb, j->src_count,
+               1, 0, 0, ahead, b + nb < j->outer);
 }
 
-/* Rows c_begin..c_end of one outer slice. With offsets the index holds validated src offsets: one flat run;
-   with inner == 1 the rows form one run too; otherwise each row of `inner` is a run. */
+/* Rows c_begin..c_end of one outer slice, one run: with offsets the index holds validated src offsets (a flat
+   run); otherwise a run of rows of `inner` (1: a flat one), so that short rows go 32 elements a step as long
+   ones do (rows of 4 float32, one call each: 2.4 ns an element on AMD Zen 5; as one run 0.42 ns). */
 static synet_size rows_of_slice(const synet_gather_job *j, const char *src, synet_size src_bytes, const char *idx,
                                 char *dst, synet_size c_begin, synet_size c_end)
 {
@@ -635,10 +668,8 @@ static synet_size rows_of_slice(const synet_gather_job *j, const char *src, syne
     idx += c_begin * inner * x;
     dst += c_begin * inner * e;
     if (j->offsets)
-        return run(j, src, src_bytes, 0, idx, n, dst, n, n, 1, count * inner, 1, 0, 1, 0, 0);
-    if (inner == 1)
-        return run(j, src, src_bytes, 0, idx, n, dst, n, n, 1, count, 1, 0, 0, 0, 0);
-    return run(j, src, src_bytes, 0, idx, n, dst, inner, inner, c_end - c_begin, count, inner, 1, 0, 0, 0);
+        return run(j, src, src_bytes, 0, idx, n, dst, n, n, n, 1, count * inner, 1, 0, 1, 0, 0);
+    return run(j, src, src_bytes, 0, idx, n, dst, n, inner > 1 ? inner : n, n, 1, count, inner, inner > 1, 0, 0, 0);
 }
 
 /* whether a slice of `count` rows of `inner` elements of 2 to 8 bytes gathers strip by strip (wide_strip):
@@ -689,8 +720,8 @@ static synet_size wide_strip(const synet_gather_job *j, const char *src, const c
     const synet_size words = STRIP_COLS * e / 8; /* of a strip row */
     uint64_t *buf = (uint64_t *)malloc(j->src_count * STRIP_COLS * e);
     if (!buf)
-        return run(j, src + s0 * e, j->src_count * j->inner * e - s0 * e, 0, idx, idx_left, dst, cols, j->inner, rows,
-                   j->src_count, j->inner, 1, 0, 0, 0);
+        return run(j, src + s0 * e, j->src_count * j->inner * e - s0 * e, 0, idx, idx_left, dst, cols, cols, j->inner,
+                   rows, j->src_count, j->inner, 1, 0, 0, 0);
     for (synet_size c = 0; c < j->src_count; ++c) {
         const char *s = src + (c * j->inner + s0) * e;
         if (c + STRIP_AHEAD < j->src_count) /* (strided rows defeat the hardware prefetcher) */
@@ -711,8 +742,8 @@ static synet_size wide_strip(const synet_gather_job *j, const char *src, const c
             for (synet_size b = 0; b < strip_idx; b += 64)
                 __builtin_prefetch(idx + r * idx_row + b);
         bad += run(j, (const char *)buf, j->src_count * STRIP_COLS * e, 0, idx + r0 * idx_row,
-                   idx_left - r0 * j->inner, dst + r0 * j->inner * e, cols, j->inner, nr, j->src_count, STRIP_COLS, 1,
-                   0, 0, 0);
+                   idx_left - r0 * j->inner, dst + r0 * j->inner * e, cols, cols, j->inner, nr, j->src_count, STRIP_COLS,
+                   1, 0, 0, 0);
     }
     free(buf);
     return bad;
