@@ -26,5 +26,6 @@ cdef void bf16_round_array(const uint32_t* src, char* dst, Py_ssize_t n, int ite
                            int threads) noexcept nogil
     # dst = bf16(src) as bfloat16 bits (itemsize 2) or float32 bits of the rounded value (4)
 
-cdef void bf16_widen_array(const uint16_t* src, uint32_t* dst, Py_ssize_t n, int threads) noexcept nogil
+cdef void bf16_widen_array(const uint16_t* src, uint32_t* dst, Py_ssize_t n, int threads,
+                           bint fresh_dst) noexcept nogil
     # float32 bits = bfloat16 bits << 16

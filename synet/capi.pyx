@@ -78,5 +78,5 @@ cdef int bf16_round(const float* src, uint16_t* dst, Py_ssize_t n, int truncate,
 cdef int bf16_widen(const uint16_t* src, float* dst, Py_ssize_t n, int n_threads) noexcept nogil:
     if n < 0 or (n > 0 and (src == NULL or dst == NULL)) or bad_threads(n_threads):
         return SYNET_VALUE_ERROR
-    bf16_widen_array(src, <uint32_t*>dst, n, n_threads)
+    bf16_widen_array(src, <uint32_t*>dst, n, n_threads, False)
     return SYNET_OK

@@ -230,6 +230,19 @@ def test_large_arrays_stream_through_misaligned_outputs(offset):
     np.testing.assert_array_equal(wide.view(np.uint32), result.astype(np.uint32) << 16)
 
 
+@pytest.mark.parametrize("offset", [0, 1, 3])
+def test_widening_streams_into_large_given_outputs(offset):
+    """bfloat16 -> float32 streams past the caches only into a caller's `out` of 32 MiB+ (a fresh result is
+    stored plainly): both give the same bits, head / middle / tail of a misaligned `out` included."""
+    n = (8 << 20) + 37
+    raw = np.random.default_rng(offset).integers(0, 2**16, n + offset, dtype=np.uint16)[offset:]
+    expected = raw.astype(np.uint32) << 16
+    out = np.empty(n + 8, np.float32)[offset:offset + n]
+    assert out.nbytes >= 32 << 20
+    np.testing.assert_array_equal(synet.bfloat16_to_float32(raw, out=out).view(np.uint32), expected)
+    np.testing.assert_array_equal(synet.bfloat16_to_float32(raw, n_threads=2).view(np.uint32), expected)
+
+
 def test_pooled_outputs_are_independent_arrays():
     x = np.random.default_rng(11).standard_normal(1 << 23).astype(np.float32)  # 16 MiB of bf16
     first = synet.float32_to_bfloat16(x)
@@ -241,3 +254,31 @@ def test_pooled_outputs_are_independent_arrays():
     np.testing.assert_array_equal(bits(second), bits((-x).astype(BF16)))
     np.testing.assert_array_equal(bits(third), bits((x * 2).astype(BF16)))
     assert third.flags.writeable and third.flags.c_contiguous
+
+
+@pytest.mark.parametrize("axes", [(1, 0), (2, 0, 1), (1, 2, 0), (2, 1, 0)])
+def test_transposed_inputs_keep_their_layout(axes):
+    """A transposed or Fortran-ordered input is converted where it lies and gives a result laid out alike, as
+    NumPy's astype does (no copy to C order first); an `out` laid out alike is written in place, one in C order
+    gets the same values; a strided input is copied once and gives C order."""
+    rng = np.random.default_rng(len(axes) * 10 + axes[0])
+    shape = (6, 40, 24)[:len(axes)]
+    x = (rng.standard_normal(shape) * 100).astype(np.float32).transpose(axes)
+    h = x.astype(BF16)   # astype keeps x's layout
+    assert not x.flags.c_contiguous and not h.flags.c_contiguous
+    cases = ((synet.float32_to_bfloat16, x, h), (synet.round_to_bfloat16, x, h.astype(np.float32)),
+             (synet.bfloat16_to_float32, h, h.astype(np.float32)),
+             (synet.bfloat16_to_float32, h.view(np.uint16), h.astype(np.float32)))
+    for convert, source, expected in cases:
+        result = convert(source)
+        assert result.strides == expected.strides, convert.__name__
+        np.testing.assert_array_equal(np.ascontiguousarray(result).view(np.uint8),
+                                      np.ascontiguousarray(expected).view(np.uint8))
+        for out in (np.empty_like(expected), np.empty(expected.shape, expected.dtype)):   # x's layout, C order
+            assert convert(source, out=out) is out
+            np.testing.assert_array_equal(np.ascontiguousarray(out).view(np.uint8),
+                                          np.ascontiguousarray(expected).view(np.uint8))
+    strided = x[..., ::2]
+    result = synet.float32_to_bfloat16(strided)
+    assert result.flags.c_contiguous
+    np.testing.assert_array_equal(bits(result), bits(strided.astype(BF16)))
