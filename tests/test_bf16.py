@@ -282,3 +282,15 @@ def test_transposed_inputs_keep_their_layout(axes):
     result = synet.float32_to_bfloat16(strided)
     assert result.flags.c_contiguous
     np.testing.assert_array_equal(bits(result), bits(strided.astype(BF16)))
+
+
+def test_float64_nans_of_every_payload_stay_quiet_nans_of_their_sign():
+    """A float64 NaN rounds to the quiet bfloat16 NaN of its sign (0x7FC0 / 0xFFC0) whatever its payload: one
+    whose payload sits in the low bits must not round up into infinity, nor a signalling one stay signalling."""
+    payloads = np.array([1, 2, (1 << 44) - 1, 1 << 44, 1 << 45, (1 << 51) - 1, 1 << 51, (1 << 52) - 1], np.uint64)
+    nans = np.concatenate([0x7FF0000000000000 | payloads, 0xFFF0000000000000 | payloads]).view(np.float64)
+    assert np.isnan(nans).all()
+    expected = [0x7FC0] * len(payloads) + [0xFFC0] * len(payloads)
+    for wide in (False, True):   # bfloat16 bits, and the float32 of round_to_bfloat16
+        got = synet.round_to_bfloat16(nans).view(np.uint32) >> 16 if wide else bits(synet.float32_to_bfloat16(nans))
+        assert got.tolist() == expected

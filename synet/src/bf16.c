@@ -92,12 +92,20 @@ static void round_f64(const double *src, void *dst, synet_size n, int truncate, 
 {
     uint16_t *d16 = (uint16_t *)dst;
     uint32_t *d32 = (uint32_t *)dst;
-    for (synet_size i = 0; i < n; ++i) {
-        const uint16_t h = truncate ? synet_bf16_truncate_f64(src[i]) : synet_bf16_nearest_f64(src[i]);
-        if (wide)
-            d32[i] = (uint32_t)h << 16;
-        else
-            d16[i] = h;
+    if (truncate) {
+        for (synet_size i = 0; i < n; ++i) {
+            const uint16_t h = synet_bf16_truncate_f64(src[i]);
+            if (wide)
+                d32[i] = (uint32_t)h << 16;
+            else
+                d16[i] = h;
+        }
+    } else if (wide) { /* one loop a case, so that each vectorises */
+        for (synet_size i = 0; i < n; ++i)
+            d32[i] = (uint32_t)synet_bf16_nearest_f64(src[i]) << 16;
+    } else {
+        for (synet_size i = 0; i < n; ++i)
+            d16[i] = synet_bf16_nearest_f64(src[i]);
     }
 }
 
