@@ -160,6 +160,11 @@ SYNET_INLINE int direct32(const void *src, const void *idx, const int idx_size, 
         ELEMENTS4(ELEM, SRC, _mm512_extracti32x4_epi32(O, 2), OUT, 8)                                        \
         ELEMENTS4(ELEM, SRC, _mm512_extracti32x4_epi32(O, 3), OUT, 12)                                       \
     }
+#define ELEMENTS32(ELEM, SRC, O0, O1, OUT)                                                                   \
+    {                                                                                                        \
+        ELEMENTS16(ELEM, SRC, O0, OUT)                                                                       \
+        ELEMENTS16(ELEM, SRC, O1, (char *)(OUT) + 16 * sizeof(ELEM))                                         \
+    }
 
 /* gather16 twice, 32 full lanes, as scalar loads, where vpgather is slow (AMD's vpgatherdd loads about one
    element a cycle): the offsets computed in vectors (clamped into src) and moved to general registers,
@@ -173,19 +178,14 @@ SYNET_INLINE int scalar32(const void *src, const void *idx, const int idx_size, 
     const __m512i o0 = offsets16(idx, idx_size == 8, offsets, 0xFFFF, vcount, inner, vinner, pos0, &ok0);
     const __m512i o1 = offsets16((const char *)idx + 16 * idx_size, idx_size == 8, offsets, 0xFFFF, vcount, inner,
                                  vinner, pos1, &ok1);
-    if (width == 1) {
-        ELEMENTS16(uint8_t, src, o0, dst)
-        ELEMENTS16(uint8_t, src, o1, (char *)dst + 16)
-    } else if (width == 2) {
-        ELEMENTS16(uint16_t, src, o0, dst)
-        ELEMENTS16(uint16_t, src, o1, (char *)dst + 32)
-    } else if (width == 4) {
-        ELEMENTS16(uint32_t, src, o0, dst)
-        ELEMENTS16(uint32_t, src, o1, (char *)dst + 64)
-    } else {
-        ELEMENTS16(uint64_t, src, o0, dst)
-        ELEMENTS16(uint64_t, src, o1, (char *)dst + 128)
-    }
+    if (width == 1)
+        ELEMENTS32(uint8_t, src, o0, o1, dst)
+    else if (width == 2)
+        ELEMENTS32(uint16_t, src, o0, o1, dst)
+    else if (width == 4)
+        ELEMENTS32(uint32_t, src, o0, o1, dst)
+    else
+        ELEMENTS32(uint64_t, src, o0, o1, dst)
     const uint32_t bad = ~((uint32_t)ok1 << 16 | ok0);
     if (bad && width == 1)
         _mm256_mask_storeu_epi8(dst, bad, _mm256_setzero_si256());
@@ -200,6 +200,14 @@ SYNET_INLINE int scalar32(const void *src, const void *idx, const int idx_size, 
         }
     }
     return __builtin_popcount(bad);
+}
+
+/* The lanes' columns 16 elements on: pos + advance, less span where that reaches it (pos < span, advance <
+   span: once at most) */
+SYNET_INLINE __m512i next_pos(__m512i pos, __m512i advance, __m512i span)
+{
+    const __m512i p = _mm512_add_epi32(pos, advance);
+    return _mm512_mask_sub_epi32(p, _mm512_cmpge_epi32_mask(p, span), p, span);
 }
 
 /* dst[k] = src[norm(idx[k]) * inner + (k mod row_len) * step] for k < n (a run of rows of row_len elements, or
@@ -224,9 +232,6 @@ SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const 
                                      _mm512_set1_epi32((int)step));
     for (synet_size q = len; q < 16; q += len)
         pos = _mm512_mask_sub_epi32(pos, _mm512_cmpge_epi32_mask(pos, span), pos, span);
-#define NEXT_POS(P) _mm512_mask_sub_epi32(_mm512_add_epi32(P, advance), \
-                                          _mm512_cmpge_epi32_mask(_mm512_add_epi32(P, advance), span), \
-                                          _mm512_add_epi32(P, advance), span)
     const synet_size ahead_step = ((ahead_bytes * 32 + n - 1) / n + 63) & ~(synet_size)63;
     synet_size bad = 0, a = 0;
     for (synet_size k = 0; k < n; k += 32) {
@@ -239,27 +244,26 @@ SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const 
         if (m == 0xFFFFFFFFu) {
             const char *ik = (const char *)idx + k * idx_size;
             char *dk = (char *)dst + k * width;
-            const __m512i pos1 = NEXT_POS(pos);
+            const __m512i pos1 = next_pos(pos, advance, span);
             int done = inner1 && width >= 4 && direct32(src, ik, idx_size, dk, width, count);
             if (!done && !vector_gather) {
                 bad += scalar32(src, ik, idx_size, offsets, dk, width, vcount, inner1 ? 1 : inner, vinner, pos, pos1);
                 done = 1;
             }
             if (done) {
-                pos = NEXT_POS(pos1);
+                pos = next_pos(pos1, advance, span);
                 continue;
             }
         }
         bad += gather16(src, (const char *)idx + k * idx_size, idx64, offsets, (char *)dst + k * width, width,
                         (__mmask16)m, vcount, inner1 ? 1 : inner, vinner, pos, last, wshift);
-        pos = NEXT_POS(pos);
+        pos = next_pos(pos, advance, span);
         if (m >> 16)
             bad += gather16(src, (const char *)idx + (k + 16) * idx_size, idx64, offsets,
                             (char *)dst + (k + 16) * width, width, (__mmask16)(m >> 16), vcount, inner1 ? 1 : inner,
                             vinner, pos, last, wshift);
-        pos = NEXT_POS(pos);
+        pos = next_pos(pos, advance, span);
     }
-#undef NEXT_POS
     return bad;
 }
 
@@ -455,14 +459,12 @@ SYNET_INLINE synet_size strip_u8_of(const uint8_t *src, const void *idx, const i
         const __mmask32 ok = (__mmask32)ok1 << 16 | ok0;
         uint8_t *d = dst + c * inner + s0;
         if (cols == 32) {
-            ELEMENTS16(uint8_t, buf, o0, d);
-            ELEMENTS16(uint8_t, buf, o1, d + 16);
+            ELEMENTS32(uint8_t, buf, o0, o1, d)
             if (ok != kc)
                 _mm256_mask_storeu_epi8(d, kc & ~ok, _mm256_setzero_si256());
         } else {
             uint8_t b[32] __attribute__((aligned(32)));
-            ELEMENTS16(uint8_t, buf, o0, b);
-            ELEMENTS16(uint8_t, buf, o1, b + 16);
+            ELEMENTS32(uint8_t, buf, o0, o1, b)
             _mm256_mask_storeu_epi8(d, kc, _mm256_maskz_mov_epi8(ok, _mm256_load_si256((const __m256i *)b)));
         }
     }
