@@ -386,20 +386,16 @@ def bfloat16_to_float32(x, *, out=None, n_threads=None):
     >>> bfloat16_to_float32(np.array([0x3F80, 0xC000], np.uint16))
     array([ 1., -2.], dtype=float32)
     """
-    return _widen(x, out, n_threads)
-
-
-def _widen(x, out, n_threads):
-    """bfloat16_to_float32 (a transposed or Fortran-ordered `x` gives a result laid out alike)."""
     cdef int threads = call_threads(n_threads)
     if cnp.PyArray_Check(x) and not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x):
-        result = _in_memory_order(_widen, x, out, n_threads)
+        result = _in_memory_order(_widen, x, out, n_threads)   # a transposed x: a result laid out alike
         if result is not None:
             return result
     array = np.asarray(x)
     if array.dtype != BFLOAT16 and array.dtype != UINT16:
         raise ValueError(f"x: expected bfloat16 (or uint16 raw bits), got dtype {array.dtype}")
-    array = np.asarray(array.view(UINT16), order="C")   # (NumPy copies ml_dtypes' bfloat16 element by element)
+    if not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>array):   # as raw bits: NumPy copies ml_dtypes' bfloat16
+        array = np.asarray(array.view(UINT16), order="C")      # element by element
     cdef Py_ssize_t n = array.size
     cdef bint fresh = out is None
     if fresh:
@@ -414,6 +410,11 @@ def _widen(x, out, n_threads):
         with nogil:
             bf16_widen_array(src, dst, n, threads, fresh)
     return out
+
+
+def _widen(x, out, n_threads):
+    """bfloat16_to_float32 in the form _in_memory_order calls."""
+    return bfloat16_to_float32(x, out=out, n_threads=n_threads)
 
 
 def round_to_bfloat16(x, *, rounding="nearest", out=None, n_threads=None):

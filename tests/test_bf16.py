@@ -282,6 +282,9 @@ def test_transposed_inputs_keep_their_layout(axes):
     result = synet.float32_to_bfloat16(strided)
     assert result.flags.c_contiguous
     np.testing.assert_array_equal(bits(result), bits(strided.astype(BF16)))
+    wide = synet.bfloat16_to_float32(h[..., ::2])
+    assert wide.flags.c_contiguous
+    np.testing.assert_array_equal(wide, h[..., ::2].astype(np.float32))
 
 
 def test_float64_nans_of_every_payload_stay_quiet_nans_of_their_sign():
