@@ -1,8 +1,12 @@
 """Guarantees under stress: shared contexts across threads, the GIL released, flat memory,
 honest buffer sizes, and tensors beyond 2**31 elements."""
 
+import ctypes
+import ctypes.util
+import math
 import os
 import random
+import sys
 import threading
 import time
 import tracemalloc
@@ -94,28 +98,64 @@ def test_shared_contexts_under_random_concurrent_calls():
     assert calls[0] > 20
 
 
-def assert_gil_released(call):
-    """While `call` runs (3 times) in another thread, this thread's loop never stalls for long."""
-    start = time.perf_counter()
-    call()
-    duration = time.perf_counter() - start
+LIBC = ctypes.util.find_library("c")
+LIBC_HOLDING_THE_GIL, LIBC_RELEASING_THE_GIL = ctypes.PyDLL(LIBC), ctypes.CDLL(LIBC)
+
+
+def gil_stalled_fraction(call, duration, run_for=0.3):
+    """The share of the time `call` runs (repeated for `run_for` seconds, in another thread) during
+    which this thread's loop stalled for more than a quarter of a call (`duration` seconds).
+
+    A call that holds the GIL stalls the loop for all of its run; one that releases it leaves only
+    scheduling hiccups, so the sum of the stalls is looked at, not the longest one. A switch
+    interval of 0.1 ms hands the GIL back between calls shorter than the default 5 ms."""
+    threshold, repeats = duration / 4, max(3, math.ceil(run_for / duration))
     done = threading.Event()
 
-    def long_calls():
-        for _ in range(3):
+    def calls():
+        for _ in range(repeats):
             call()
         done.set()
 
-    gaps, last = [], time.perf_counter()
-    thread = threading.Thread(target=long_calls)
-    thread.start()
-    while not done.is_set():
-        now = time.perf_counter()
-        gaps.append(now - last)
-        last = now
-    thread.join()
-    # holding the GIL for a call would stall this loop for a whole call
-    assert max(gaps) < max(duration / 2, 0.02), (max(gaps), duration)
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)
+    try:
+        stalled, start = 0.0, time.perf_counter()
+        last = start
+        thread = threading.Thread(target=calls)
+        thread.start()
+        while not done.is_set():
+            now = time.perf_counter()
+            if now - last > threshold:
+                stalled += now - last
+            last = now
+        thread.join()
+    finally:
+        sys.setswitchinterval(switch_interval)
+    return stalled / (time.perf_counter() - start)
+
+
+def assert_gil_released(call):
+    """While `call` runs in another thread, this thread's loop stalls little more than it does
+    beside a sleep of the same length that releases the GIL (the machine's own scheduling noise)."""
+    durations = []
+    for _ in range(3):
+        start = time.perf_counter()
+        call()
+        durations.append(time.perf_counter() - start)
+    duration = sorted(durations)[1]
+    baseline = gil_stalled_fraction(lambda: LIBC_RELEASING_THE_GIL.usleep(round(duration * 1e6)), duration)
+    fraction = gil_stalled_fraction(call, duration)
+    assert fraction < (1 + baseline) / 2, (fraction, baseline, duration)
+
+
+@pytest.mark.parametrize("microseconds", [2_000, 60_000])
+def test_gil_check_tells_a_held_gil_from_a_released_one(microseconds):
+    """The check fails for a C call that holds the GIL (ctypes.PyDLL) and passes for the same call
+    without it (ctypes.CDLL), for calls shorter and longer than the 5 ms switch interval."""
+    assert_gil_released(lambda: LIBC_RELEASING_THE_GIL.usleep(microseconds))
+    with pytest.raises(AssertionError):
+        assert_gil_released(lambda: LIBC_HOLDING_THE_GIL.usleep(microseconds))
 
 
 def test_kernels_release_the_gil():
