@@ -36,6 +36,16 @@ def empty_huge(dtype: npt.DTypeLike, shape: tuple[int, ...]) -> np.ndarray:
     return np.frombuffer(region, descr, count, offset).reshape(shape)
 
 
+def memory_order(x: np.ndarray) -> tuple[int, ...] | None:
+    """The order of the axes in which `x` (2-D or more) lies densely in memory with positive strides:
+    ``x.transpose(order)`` is C-contiguous (a transposed or Fortran-ordered array); None if it lies otherwise."""
+    strides = x.strides
+    order = tuple(sorted(range(len(strides)), key=lambda axis: -strides[axis]))
+    if len(order) < 2 or not x.transpose(order).flags.c_contiguous:
+        return None
+    return order
+
+
 class InternalError(RuntimeError):
     """A kernel reported a status its caller's checks should have made impossible: a bug in synet."""
 

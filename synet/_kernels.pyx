@@ -30,7 +30,7 @@ from synet._csrc cimport (
     synet_peak_kernels, synet_peak_kernels_at,
 )
 
-from ._arrays import UINT16, check_n_threads, check_out, require_array
+from ._arrays import UINT16, check_n_threads, check_out, memory_order, require_array
 from ._types import BFLOAT16
 
 cnp.import_array()
@@ -278,14 +278,11 @@ def _real_input(x, str name="x"):
 
 
 def _memory_order(x, out):
-    """The order of the axes in which the ndarray `x` (not C-ordered, 2-D or more) lies densely in memory with
-    positive strides — a transposed or Fortran-ordered array — when `out` is None or laid out alike; else None."""
-    strides = x.strides
-    order = tuple(sorted(range(len(strides)), key=lambda axis: -strides[axis]))
-    if len(order) < 2 or not x.transpose(order).flags.c_contiguous:
-        return None
-    if out is not None and not (isinstance(out, np.ndarray) and out.shape == x.shape and
-                                out.transpose(order).flags.c_contiguous):
+    """memory_order(x) when `out` is None or laid out alike; else None."""
+    order = memory_order(x)
+    if order is None or out is None:
+        return order
+    if not (isinstance(out, np.ndarray) and out.shape == x.shape and out.transpose(order).flags.c_contiguous):
         return None
     return order
 

@@ -8,6 +8,7 @@
 - QuantizedAdd (SPEC §5, §10): ``along``, ``dequantize``, ``add_value``, ``quantize``, ``check_quantized``,
   ``check_float32``, ``check_add``.
 - Transposed convolution in 1-D, 2-D and 3-D (SPEC §6, §10): ``reference_nd``, ``assert_close``.
+- Inputs laid out otherwise than in C order: ``laid_out``.
 """
 
 from __future__ import annotations
@@ -327,3 +328,11 @@ def assert_close(got, ref, mag, dst_bf16: bool, slope: float = 1.0) -> None:
     assert not bad.any(), (f"{bad.sum()} of {bad.size} outside tolerance; worst at {worst}: got {got[bad][:3]}, "
                            f"expected {ref[bad][:3]}, tolerance {tolerance[bad][:3]}")
 
+
+def laid_out(x, order):
+    """`x`'s values in an array laid out in memory in the order `order` of its axes (padded with leading
+    ones to len(order) axes): an NHWC tensor seen as NCHW for order (0, 2, 3, 1)."""
+    x = np.asarray(x)
+    padded = x.reshape((1,) * (len(order) - x.ndim) + x.shape)
+    memory = np.ascontiguousarray(padded.transpose(order))
+    return memory.transpose(np.argsort(order)).reshape(x.shape)

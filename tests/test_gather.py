@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from outcomes import PYTHON_ERRORS, failed, outcome
-from reference import BF16
+from reference import BF16, laid_out
 from reference import gather_reference as reference
 
 import synet
@@ -69,6 +69,26 @@ def test_non_contiguous_inputs_and_out():
     out = np.empty((4, 3), np.float32)
     assert synet.gather_elements(data, indices, 1, out=out) is out
     np.testing.assert_array_equal(out, reference(data, indices, 1))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, BF16, np.float64])
+@pytest.mark.parametrize("axis", [0, 1, 2, 3, -1])
+def test_transposed_pair_keeps_its_layout(dtype, axis):
+    """Data and indices laid out alike channels-last (NHWC seen as NCHW) gather as they lie (a copy to C order
+    took 10x the gather) into a result laid out alike, as torch.gather's is; the values are the reference's."""
+    rng = np.random.default_rng(5)
+    source = random_data(rng, (2, 6, 5, 7), dtype)
+    ishape = tuple(4 if d == axis % 4 else n for d, n in enumerate(source.shape))
+    indices = rng.integers(-source.shape[axis], source.shape[axis], ishape)
+    order = (0, 2, 3, 1)
+    result = synet.gather_elements(laid_out(source, order), laid_out(indices, order), axis)
+    assert result.transpose(order).flags.c_contiguous and not result.flags.c_contiguous
+    np.testing.assert_array_equal(np.ascontiguousarray(result).view(np.uint8),
+                                  reference(source, indices, axis).view(np.uint8))
+    indices[1, 2, 1, 3] = source.shape[axis]
+    with pytest.raises(IndexError, match=rf"^indices\[1, 2, 1, 3\] = {source.shape[axis]} is out of range for "
+                                         rf"axis {axis % 4} with size {source.shape[axis]}$"):
+        synet.gather_elements(laid_out(source, order), laid_out(indices, order), axis)
 
 
 def test_empty_results():
@@ -151,14 +171,19 @@ def test_hypothesis_functional(data):
     rng = np.random.default_rng(0)
     source = random_data(rng, shape, dtype)
     threads = data.draw(st.sampled_from([1, 2]), label="threads")
+    # either operand may lie in memory in another order of its axes (an NHWC tensor seen as NCHW)
+    order = tuple(data.draw(st.permutations(range(ndim)), label="memory order"))
+    laid = data.draw(st.sampled_from(["none", "source", "indices", "both"]), label="laid out")
+    given_source = laid_out(source, order) if laid in ("source", "both") else source
+    given_indices = laid_out(indices, order) if laid in ("indices", "both") else indices
     valid = ((indices.astype(np.int64) >= -n) & (indices.astype(np.int64) < n)).all()
     if valid:
-        result = synet.gather_elements(source, indices, axis, n_threads=threads)
-        np.testing.assert_array_equal(result.view(np.uint8),
+        result = synet.gather_elements(given_source, given_indices, axis, n_threads=threads)
+        np.testing.assert_array_equal(np.ascontiguousarray(result).view(np.uint8),
                                       reference(source, indices.astype(np.int64), axis).view(np.uint8))
     else:
         with pytest.raises(IndexError, match=f"axis {axis % ndim} with size {n}"):
-            synet.gather_elements(source, indices, axis, n_threads=threads)
+            synet.gather_elements(given_source, given_indices, axis, n_threads=threads)
 
 
 @given(st.data())

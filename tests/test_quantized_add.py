@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from reference import DEFAULTS, RANGES, activate
+from reference import DEFAULTS, RANGES, activate, laid_out
 from reference import check_add as check
 
 import synet
@@ -718,10 +718,11 @@ def test_hypothesis_against_reference(case):
 
 
 @st.composite
-def per_axis_cases(draw):
+def per_axis_cases(draw, min_dims=1, min_side=1):
     """Broadcasting shapes, any type mix, an axis, and for each tensor a per-tensor or per-axis scale and
     zero point (per-axis ones of every quantised tensor along the same output axis)."""
-    shapes = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=1, max_dims=4, max_side=5))
+    shapes = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=min_dims, max_dims=4, min_side=min_side,
+                                                    max_side=5))
     sa, sb = shapes.input_shapes
     out = np.broadcast_shapes(sa, sb)
     combo = draw(st.sampled_from(COMBOS))
@@ -758,6 +759,54 @@ def test_hypothesis_per_axis_against_reference(case):
     check(got, a, b, q, act, params, axis=axis)
     again = quantized_add(a, b, **q, dst_dtype=combo[2], activation=act, activation_params=params, axis=axis)
     assert np.array_equal(again, got, equal_nan=combo[2] == F32)
+
+
+@given(per_axis_cases(min_dims=2, min_side=2), st.data())
+def test_hypothesis_transposed_operands_give_the_bits_of_c_ordered_ones(case, data):
+    """Operands laid out in any order of their axes (one, the other or both, broadcasting, per-axis,
+    every activation): the bits of the same values in C order."""
+    sa, sb, combo, act, axis, q, seed = case
+    rng = np.random.default_rng(seed)
+    a, b = make(combo[0], sa, rng), make(combo[1], sb, rng)
+    out_shape = np.broadcast_shapes(sa, sb)
+    order = tuple(data.draw(st.permutations(range(len(out_shape)))))
+    which = data.draw(st.sampled_from(["a", "b", "both"]))
+    kw = dict(**q, dst_dtype=combo[2], activation=act, axis=axis,
+              activation_params=default_params(act, out_shape[1] if len(out_shape) >= 2 else 1))
+    expected = quantized_add(a, b, **kw)
+    got = quantized_add(laid_out(a, order) if which != "b" else a, laid_out(b, order) if which != "a" else b, **kw)
+    assert got.shape == expected.shape
+    assert np.array_equal(got, expected, equal_nan=combo[2] == F32)
+
+
+@pytest.mark.parametrize("combo", [(U8, U8, U8), (I8, U8, I8), (F32, U8, F32)], ids=combo_id)
+@pytest.mark.parametrize("b_shape", [(2, 6, 5, 7), (1, 6, 1, 1), (6, 1, 1), ()])
+def test_transposed_operands_keep_their_layout(combo, b_shape):
+    """A channels-last pair seen as NCHW runs on its memory as it lies (no copy to C order, which cost 360x
+    the add) and the result is laid out alike, as NumPy's a + b is; the values are the formula's."""
+    rng = np.random.default_rng(21)
+    a = laid_out(make(combo[0], (2, 6, 5, 7), rng), (0, 2, 3, 1))
+    b = make(combo[1], b_shape, rng)
+    b = laid_out(b, (0, 2, 3, 1)) if b.ndim == 4 else b
+    for act in (Activation.IDENTITY, Activation.RELU, Activation.GELU):
+        got = quantized_add(a, b, **SEED_Q, dst_dtype=combo[2], activation=act)
+        assert got.transpose(0, 2, 3, 1).flags.c_contiguous and not got.flags.c_contiguous
+        check(got, a, b, SEED_Q, act)
+
+
+def test_transposed_operands_prelu_and_mixed_layouts_run_in_c_order():
+    """Where the memory order would move an axis the call refers to (PRELU's slopes along axis 1) or the
+    operands lie differently, the result is C-ordered and the formula's."""
+    rng = np.random.default_rng(22)
+    a, b = make(U8, (2, 6, 5, 7), rng), make(U8, (2, 6, 5, 7), rng)
+    slopes = list(np.linspace(-0.5, 1.5, 6))
+    cases = [(laid_out(a, (0, 2, 3, 1)), laid_out(b, (0, 2, 3, 1)), Activation.PRELU, slopes),
+             (laid_out(a, (0, 2, 3, 1)), laid_out(b, (3, 2, 1, 0)), Activation.RELU, None),
+             (laid_out(a, (0, 2, 3, 1)), b, Activation.RELU, None)]
+    for ta, tb, act, params in cases:
+        got = quantized_add(ta, tb, **SEED_Q, activation=act, activation_params=params)
+        assert got.flags.c_contiguous
+        check(got, a, b, SEED_Q, act, params)
 
 
 @given(st.sampled_from(COMBOS), st.sampled_from(ACTIVATIONS), st.integers(0, 2**32 - 1))
@@ -1027,10 +1076,12 @@ def test_per_axis_errors(changes, error, message):
         QuantizedAdd().init(**args, axis=axis)
     a = np.zeros(args["a_shape"], np.uint8)
     b = np.zeros(args["b_shape"], np.int8)
-    with pytest.raises(error, match="^" + re.escape(message)):
-        quantized_add(a, b, a_scale=args["a_scale"], a_zero=args["a_zero"], b_scale=args["b_scale"],
-                      b_zero=args["b_zero"], dst_scale=args["dst_scale"], dst_zero=args["dst_zero"],
-                      activation="relu", axis=axis)
+    # C-ordered operands, and operands laid out channels-last (the message names the caller's shapes)
+    for x, y in ((a, b), (laid_out(a, (0, 2, 3, 1)), laid_out(b, (0, 2, 3, 1)))):
+        with pytest.raises(error, match="^" + re.escape(message)):
+            quantized_add(x, y, a_scale=args["a_scale"], a_zero=args["a_zero"], b_scale=args["b_scale"],
+                          b_zero=args["b_zero"], dst_scale=args["dst_scale"], dst_zero=args["dst_zero"],
+                          activation="relu", axis=axis)
 
 
 def test_per_axis_float_tensors_ignore_their_arrays():
