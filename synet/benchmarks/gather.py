@@ -1,4 +1,4 @@
-"""GatherElements workloads G1-G5 (issue #2) against np.take_along_axis, torch.gather, onnxruntime."""
+"""GatherElements workloads G1-G6 (issue #2) against np.take_along_axis, torch.gather, onnxruntime."""
 
 from __future__ import annotations
 
@@ -64,6 +64,29 @@ def _gather_workload(name, title, dtype, index_dtype, outer, src_count, inner, i
     return Workload(name, title, make, nbytes=nbytes)
 
 
+def _transposed_gather_workload(name, title, outer, src_count, inner, idx_count):
+    """The functional form on a float32 pair laid out [*outer, count, inner] in memory and seen with the last
+    two axes swapped (a channels-last tensor seen as channels-first), gathered along the count axis."""
+    def make():
+        rng = np.random.default_rng(RNG_SEED)
+        data = (rng.standard_normal((*outer, src_count, inner)) * 100).astype(np.float32).swapaxes(-1, -2)
+        indices = rng.integers(0, src_count, (*outer, idx_count, inner)).swapaxes(-1, -2)
+        axis = len(outer) + 1
+        candidates = {
+            "synet": lambda: synet.gather_elements(data, indices, axis, n_threads=1),
+            "synet x2": lambda: synet.gather_elements(data, indices, axis, n_threads=2),
+            "numpy take_along_axis": lambda: np.take_along_axis(data, indices, axis),
+        }
+        torch = torch_single_thread()
+        if torch is not None:   # strided tensors on the same memory; the result is laid out alike
+            t_data, t_index = torch.from_numpy(data), torch.from_numpy(indices)
+            candidates["torch.gather"] = lambda: torch.gather(t_data, axis, t_index)
+        return candidates
+
+    n_dst = int(np.prod(outer)) * idx_count * inner
+    return Workload(name, title, make, nbytes=n_dst * (4 + 4 + 8))
+
+
 WORKLOADS = [
     _gather_workload("G1", "gather f32, i64 idx, outer [8], 1024 -> 1024, inner 256, negatives",
                      np.float32, np.int64, (8,), 1024, 256, 1024, -1024),
@@ -76,4 +99,7 @@ WORKLOADS = [
     # boxes [N, 4] gathered by a per-coordinate index (detection post-processing): rows of 4 elements
     _gather_workload("G5", "gather f32, i64 idx, outer [8], 4096 -> 4096, inner 4 (rows of 4)",
                      np.float32, np.int64, (8,), 4096, 4, 4096, 0),
+    # the layout PyTorch's channels_last tensors have, seen through the NCHW shape (the functional form)
+    _transposed_gather_workload("G6", "gather f32, i64 idx, [8, 256, 1024] laid out [8, 1024, 256], axis 2 "
+                                "(functional)", (8,), 1024, 256, 1024),
 ]

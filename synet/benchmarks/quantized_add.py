@@ -1,4 +1,4 @@
-"""QuantizedAdd workloads Q1-Q9 (issue #3) against NumPy float32, onnxruntime QLinearAdd, torch quantized add.
+"""QuantizedAdd workloads Q1-Q10 (issue #3) against NumPy float32, onnxruntime QLinearAdd, torch quantized add.
 
 Scales a 0.010, b 0.020, dst 0.015; zero points 47, 30, 38 (the seed's example). Q7 is the INT8 add
 (onnxruntime's QLinearAdd on int8 tensors), Q8 quantises every tensor per channel (axis 1, scales and
@@ -150,6 +150,26 @@ def _workload(name, title, a_dtype, a_shape, b_shape, dst_dtype, activation, *, 
     return Workload(name, title, make, nbytes=nbytes)
 
 
+def _channels_last_workload(name, title, shape, activation):
+    """The functional form on a u8 + u8 -> u8 pair laid out NHWC in memory and seen as NCHW `shape`
+    (PyTorch's channels_last); peers get the same strided arrays."""
+    def make():
+        rng = np.random.default_rng(RNG_SEED)
+        n, c, h, w = shape
+        a, b = (_operand(np.uint8, (n, h, w, c), rng, 0).transpose(0, 3, 1, 2) for _ in range(2))
+        candidates = {
+            "synet": lambda: synet.quantized_add(a, b, **Q, activation=activation, n_threads=1),
+            "synet x2": lambda: synet.quantized_add(a, b, **Q, activation=activation, n_threads=2),
+            "numpy float32": _numpy_float32(a, b, np.uint8, activation),
+        }
+        torch_add = _torch_quantized_add(a, b, activation == "relu")
+        if torch_add is not None:
+            candidates["torch quantized." + ("add_relu" if activation == "relu" else "add")] = torch_add
+        return candidates
+
+    return Workload(name, title, make, nbytes=3 * int(np.prod(shape)))
+
+
 WORKLOADS = [
     _workload("Q1", "qadd u8+u8->u8 identity [1,256,56,56]", np.uint8, SHAPE, SHAPE, np.uint8, "identity",
               functional=True),
@@ -166,4 +186,5 @@ WORKLOADS = [
               "identity", per_channel=True),
     _workload("Q9", "qadd u8+u8->u8 gelu [1,256,56,56]", np.uint8, SHAPE, SHAPE, np.uint8, "gelu",
               functional=True),
+    _channels_last_workload("Q10", "qadd u8+u8->u8 relu [1,256,56,56] laid out NHWC (functional)", SHAPE, "relu"),
 ]
