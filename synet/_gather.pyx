@@ -343,10 +343,10 @@ cdef bint _same_block(data, indices, axis) noexcept:
     return True
 
 
-cdef object _gather_in_memory_order(data, indices, axis, n_threads):
+cdef object _gather_in_memory_order(data, indices, axis, out, n_threads):
     """gather_elements of ndarrays laid out alike in a transposed order of their axes (see memory_order: an
-    NHWC tensor seen as NCHW) on their C-ordered views, the result laid out alike; None where they lie
-    otherwise, or where a check fails (the caller then raises, its message naming the caller's shapes)."""
+    NHWC tensor seen as NCHW) on their C-ordered views, into `out` or a result laid out alike; None where
+    they lie otherwise, or where a check fails (the caller then raises, its message naming its shapes)."""
     if not (cnp.PyArray_Check(data) and cnp.PyArray_Check(indices) and type(axis) is int):
         return None
     cdef int nd = cnp.PyArray_NDIM(<cnp.ndarray>data)
@@ -355,12 +355,15 @@ cdef object _gather_in_memory_order(data, indices, axis, n_threads):
     order = memory_order(indices)
     if order is None or order == tuple(range(nd)) or not data.transpose(order).flags.c_contiguous:
         return None
+    if out is not None and not (isinstance(out, np.ndarray) and out.shape == indices.shape and
+                                out.transpose(order).flags.c_contiguous):
+        return None
     try:
         result = gather_elements(data.transpose(order), indices.transpose(order), order.index(axis % nd),
-                                 n_threads=n_threads)
+                                 out=None if out is None else out.transpose(order), n_threads=n_threads)
     except (ValueError, IndexError):
         return None
-    return result.transpose(np.argsort(order))
+    return out if out is not None else result.transpose(np.argsort(order))
 
 
 def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):
@@ -376,12 +379,13 @@ def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):
     axis : int
         Negative values count from the last dimension.
     out : ndarray, optional
-        C-contiguous, indices' shape, data's dtype.
+        Indices' shape, data's dtype, C-contiguous or laid out as transposed data and indices are.
     n_threads : int, optional
 
     Returns
     -------
-    ndarray of indices' shape and data's dtype
+    ndarray of indices' shape and data's dtype, laid out as data and indices when they lie in the same
+    other order of their axes (channels-last seen as NCHW), else C-ordered
 
     Raises
     ------
@@ -404,11 +408,10 @@ def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):
         ax = (<int>axis) % cnp.PyArray_NDIM(<cnp.ndarray>data)
         src, idx = data, indices
     else:
-        if out is None:
-            # a transposed pair gathers as it lies (copying it to C order took 10x the gather)
-            result = _gather_in_memory_order(data, indices, axis, n_threads)
-            if result is not None:
-                return result
+        # a transposed pair gathers as it lies (copying it to C order took 10x the gather)
+        result = _gather_in_memory_order(data, indices, axis, out, n_threads)
+        if result is not None:
+            return result
         data = np.asarray(data)
         indices = planning.as_indices(indices)
         axis, block = planning.functional_geometry(data, indices, axis)

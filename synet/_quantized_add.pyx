@@ -585,11 +585,12 @@ cdef bint _plain_numbers(a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero) 
     return True
 
 
-cdef object _shared_memory_order(a, b, activation, axis, bint per_tensor):
+cdef object _shared_memory_order(a, b, out, activation, axis, bint per_tensor):
     """The order of the axes (see memory_order) in which both ndarrays, `b` broadcast to `a`'s rank or the
-    other way round, lie densely in memory when one is transposed (an NHWC tensor seen as NCHW); None if
-    they lie otherwise, if they do not broadcast, or if the call refers to an axis of the result that the
-    order would move (PRELU's slopes along axis 1; per-axis quantisation, when the ranks differ)."""
+    other way round, and `out` unless None, lie densely in memory when one is transposed (an NHWC tensor
+    seen as NCHW); None if they lie otherwise, if they do not broadcast, or if the call refers to an axis
+    of the result that the order would move (PRELU's slopes along axis 1; per-axis quantisation, when the
+    ranks differ)."""
     cdef int rank = max(a.ndim, b.ndim)
     big, small = (a, b) if a.size >= b.size else (b, a)
     if big.ndim != rank or big.flags.c_contiguous:
@@ -602,6 +603,9 @@ cdef object _shared_memory_order(a, b, activation, axis, bint per_tensor):
     if not small.reshape((1,) * (rank - small.ndim) + small.shape).transpose(order).flags.c_contiguous:
         return None
     try:
+        if out is not None and not (isinstance(out, np.ndarray) and out.shape == np.broadcast_shapes(
+                a.shape, b.shape) and out.transpose(order).flags.c_contiguous):
+            return None
         np.broadcast_shapes(a.shape, b.shape)
         if planning.as_activation(activation, "activation") == Activation.PRELU:
             return None
@@ -643,12 +647,14 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     axis : int
         The axis of per-axis scales and zero points (default 1).
     out : ndarray, optional
-        C-contiguous, writeable, the result's shape and `dst_dtype`; may be `a` or `b`.
+        Writeable, the result's shape and `dst_dtype`, C-contiguous or laid out as transposed operands
+        are; may be `a` or `b`.
     n_threads : int, optional
 
     Returns
     -------
-    ndarray of the broadcast shape and `dst_dtype` (or `out`)
+    ndarray of the broadcast shape and `dst_dtype` (or `out`), laid out as operands that lie in the same
+    other order of their axes (channels-last seen as NCHW), else C-ordered
 
     Examples
     --------
@@ -660,11 +666,11 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     cdef _QaddState st
     if out is not None:
         require_array(out, "out")
-    elif cnp.PyArray_Check(a) and cnp.PyArray_Check(b) and not (
+    if cnp.PyArray_Check(a) and cnp.PyArray_Check(b) and not (
             cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a) and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>b)):
         # a transposed pair runs on its C-ordered views, the result laid out alike (as NumPy's a + b does);
         # copying it to C order first cost 360x the add (u8 NHWC [1, 56, 56, 256] seen as NCHW: 7.2 ms)
-        order = _shared_memory_order(a, b, activation, axis,
+        order = _shared_memory_order(a, b, out, activation, axis,
                                      _plain_numbers(a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero))
         if order is not None:
             rank = len(order)
@@ -675,11 +681,11 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
                     a_scale=a_scale, a_zero=a_zero, b_scale=b_scale, b_zero=b_zero, dst_scale=dst_scale,
                     dst_zero=dst_zero, dst_dtype=dst_dtype, activation=activation,
                     activation_params=activation_params, axis=order.index(axis % rank) if -rank <= axis < rank
-                    else axis, n_threads=n_threads)
+                    else axis, out=None if out is None else out.transpose(order), n_threads=n_threads)
             except ValueError:
                 pass   # checked again below, where the message names the caller's shapes
             else:
-                return result.transpose(np.argsort(order))
+                return out if out is not None else result.transpose(np.argsort(order))
     a = _operand(a, "a")
     b = _operand(b, "b")
     cdef int pairing = _pairing(a, b) if activation_params is None and _plain_numbers(

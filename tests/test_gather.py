@@ -85,6 +85,11 @@ def test_transposed_pair_keeps_its_layout(dtype, axis):
     assert result.transpose(order).flags.c_contiguous and not result.flags.c_contiguous
     np.testing.assert_array_equal(np.ascontiguousarray(result).view(np.uint8),
                                   reference(source, indices, axis).view(np.uint8))
+    # into an out= laid out alike, and into a C-ordered one
+    for out in (laid_out(np.zeros(ishape, dtype), order), np.zeros(ishape, dtype)):
+        assert synet.gather_elements(laid_out(source, order), laid_out(indices, order), axis, out=out) is out
+        np.testing.assert_array_equal(np.ascontiguousarray(out).view(np.uint8),
+                                      np.ascontiguousarray(result).view(np.uint8))
     indices[1, 2, 1, 3] = source.shape[axis]
     with pytest.raises(IndexError, match=rf"^indices\[1, 2, 1, 3\] = {source.shape[axis]} is out of range for "
                                          rf"axis {axis % 4} with size {source.shape[axis]}$"):

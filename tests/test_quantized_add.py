@@ -792,6 +792,14 @@ def test_transposed_operands_keep_their_layout(combo, b_shape):
         got = quantized_add(a, b, **SEED_Q, dst_dtype=combo[2], activation=act)
         assert got.transpose(0, 2, 3, 1).flags.c_contiguous and not got.flags.c_contiguous
         check(got, a, b, SEED_Q, act)
+        # into an out= laid out alike, and in place
+        out = laid_out(np.zeros(got.shape, combo[2]), (0, 2, 3, 1))
+        assert quantized_add(a, b, **SEED_Q, dst_dtype=combo[2], activation=act, out=out) is out
+        assert np.array_equal(out, got, equal_nan=True)
+        if combo[0] == combo[2]:
+            a_copy = a.copy(order="K")
+            assert quantized_add(a_copy, b, **SEED_Q, dst_dtype=combo[2], activation=act, out=a_copy) is a_copy
+            assert np.array_equal(a_copy, got, equal_nan=True)
 
 
 def test_transposed_operands_prelu_and_mixed_layouts_run_in_c_order():
@@ -807,6 +815,10 @@ def test_transposed_operands_prelu_and_mixed_layouts_run_in_c_order():
         got = quantized_add(ta, tb, **SEED_Q, activation=act, activation_params=params)
         assert got.flags.c_contiguous
         check(got, a, b, SEED_Q, act, params)
+    # a C-ordered out= beside transposed operands
+    out = np.empty(a.shape, np.uint8)
+    assert quantized_add(laid_out(a, (0, 2, 3, 1)), laid_out(b, (0, 2, 3, 1)), **SEED_Q, out=out) is out
+    check(out, a, b, SEED_Q)
 
 
 @given(st.sampled_from(COMBOS), st.sampled_from(ACTIVATIONS), st.integers(0, 2**32 - 1))
