@@ -96,6 +96,67 @@ def test_transposed_pair_keeps_its_layout(dtype, axis):
         synet.gather_elements(laid_out(source, order), laid_out(indices, order), axis)
 
 
+@given(st.data())
+def test_hypothesis_row_index_broadcast_along_the_inner_axes(data):
+    """An index constant along every axis after `axis` (np.broadcast_to, torch's expand) gathers whole
+    rows: the reference's bits, for any dtype, index dtype, threads and out=, and the first bad row named."""
+    ndim = data.draw(st.integers(2, 4), label="ndim")
+    shape = tuple(data.draw(st.lists(st.integers(0, 5), min_size=ndim, max_size=ndim), label="shape"))
+    ax = data.draw(st.integers(0, ndim - 2), label="axis")
+    axis = data.draw(st.sampled_from([ax, ax - ndim]), label="axis given")
+    idx_count = data.draw(st.integers(0, 6), label="idx_count")
+    dtype = data.draw(st.sampled_from(DATA_DTYPES), label="dtype")
+    index_dtype = data.draw(st.sampled_from([np.int64, np.int32, np.int16, np.uint8]), label="index_dtype")
+    n = shape[ax]
+    lo = 0 if np.dtype(index_dtype).kind == "u" else -n - 1
+    row_shape = shape[:ax] + (idx_count,) + (1,) * (ndim - ax - 1)
+    rows = np.array(data.draw(st.lists(st.integers(lo, n), min_size=int(np.prod(row_shape)),
+                                       max_size=int(np.prod(row_shape))), label="rows"), index_dtype).reshape(row_shape)
+    indices = np.broadcast_to(rows, shape[:ax] + (idx_count,) + shape[ax + 1:])
+    source = random_data(np.random.default_rng(1), shape, dtype)
+    threads = data.draw(st.sampled_from([1, 2]), label="threads")
+    out = np.empty(indices.shape, dtype) if data.draw(st.booleans(), label="out") else None
+    full = np.ascontiguousarray(indices).astype(np.int64)
+    bad = (full < -n) | (full >= n)
+    if not bad.any():
+        result = synet.gather_elements(source, indices, axis, out=out, n_threads=threads)
+        assert out is None or result is out
+        np.testing.assert_array_equal(result.view(np.uint8), reference(source, full, ax).view(np.uint8))
+    else:
+        where = np.unravel_index(int(np.argmax(bad.reshape(-1))), full.shape)
+        message = (rf"^indices\[{', '.join(map(str, where))}\] = {full[where]} is out of range for axis {ax} "
+                   rf"with size {n}$")
+        with pytest.raises(IndexError, match=message):
+            synet.gather_elements(source, indices, axis, out=out, n_threads=threads)
+
+
+def test_row_index_sub_blocks_and_large_rows():
+    """A broadcast row index over a sub-block of data, and many large rows on two threads (the copy's
+    parallel loop): the reference's values."""
+    rng = np.random.default_rng(7)
+    source = random_data(rng, (3, 50, 40), np.float32)
+    rows = rng.integers(-50, 50, (2, 7, 1))
+    for indices in (np.broadcast_to(rows, (2, 7, 40)), np.broadcast_to(rows, (2, 7, 30))):
+        np.testing.assert_array_equal(synet.gather_elements(source, indices, 1),
+                                      reference(source, np.ascontiguousarray(indices), 1))
+    source = random_data(rng, (4, 300, 512), np.float32)
+    indices = np.broadcast_to(rng.integers(-300, 300, (4, 200, 1)), (4, 200, 512))
+    expected = reference(source, np.ascontiguousarray(indices), 1)
+    for threads in (1, 2):
+        np.testing.assert_array_equal(synet.gather_elements(source, indices, -2, n_threads=threads), expected)
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (2, 3, 5), (4, 6, 2, 3)])
+def test_every_negative_axis_with_an_index_of_data_shape(shape):
+    """The fast path of whole C-ordered arrays with a negative axis (C's -1 % n is -1: it read the size
+    before the shape's first, raising a bogus IndexError or crashing)."""
+    rng = np.random.default_rng(11)
+    data = random_data(rng, shape, np.float32)
+    for axis in range(-len(shape), 0):
+        indices = rng.integers(-shape[axis], shape[axis], shape)
+        np.testing.assert_array_equal(synet.gather_elements(data, indices, axis), reference(data, indices, axis))
+
+
 def test_empty_results():
     data = np.ones((3, 4), np.float32)
     assert synet.gather_elements(data, np.empty((3, 0), np.int64), 1).shape == (3, 0)
@@ -166,8 +227,9 @@ def test_hypothesis_functional(data):
     axis = data.draw(st.integers(-ndim, ndim - 1), label="axis")
     dtype = data.draw(st.sampled_from(DATA_DTYPES), label="dtype")
     index_dtype = data.draw(st.sampled_from([np.int32, np.int64, np.int16, np.uint8]), label="index_dtype")
-    ishape = tuple(data.draw(st.integers(0, n), label="ishape") if d != axis % ndim else data.draw(st.integers(0, 7))
-                   for d, n in enumerate(shape))
+    ishape = shape if data.draw(st.booleans(), label="index of data's shape") else \
+        tuple(data.draw(st.integers(0, n), label="ishape") if d != axis % ndim else data.draw(st.integers(0, 7))
+              for d, n in enumerate(shape))
     n = shape[axis]
     lo = 0 if np.dtype(index_dtype).kind == "u" else -n - 2
     indices = np.array(data.draw(st.lists(st.integers(lo, n + 2), min_size=int(np.prod(ishape)),
