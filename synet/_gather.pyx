@@ -7,6 +7,7 @@ NumPy-style form. The kernels are synet/src/gather.c at the CPU level chosen at 
 
 cimport cython
 cimport numpy as cnp
+from cpython.long cimport PyLong_AsLongAndOverflow
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy
@@ -319,6 +320,14 @@ def _restore(version, args, index, index_shape):
     return context
 
 
+cdef inline bint _axis_fits(object axis, int nd, int below) noexcept:
+    """Whether the int `axis` is in [-nd, below), without raising for one beyond a C long (2**70 reached
+    an OverflowError, and "Exception ignored" from the noexcept fast path, instead of the ValueError)."""
+    cdef int overflow = 0
+    cdef long value = PyLong_AsLongAndOverflow(axis, &overflow)
+    return overflow == 0 and -nd <= value < below
+
+
 cdef inline int _axis_in_range(long axis, int nd) noexcept:
     """`axis` in [-nd, nd) as an index in [0, nd): the modules divide as C does (cdivision), where -1 % nd
     is -1, which read the size before the shape's first (gather_elements(x, i, -1) of equal shapes raised
@@ -334,7 +343,7 @@ cdef bint _same_block(data, indices, axis) noexcept:
     if not (cnp.PyArray_Check(data) and cnp.PyArray_Check(indices) and type(axis) is int):
         return False
     nd = cnp.PyArray_NDIM(<cnp.ndarray>data)
-    if nd < 1 or nd != cnp.PyArray_NDIM(<cnp.ndarray>indices) or not -nd <= <long>axis < nd:
+    if nd < 1 or nd != cnp.PyArray_NDIM(<cnp.ndarray>indices) or not _axis_fits(axis, nd, nd):
         return False
     if not (cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>data) and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>indices)):
         return False
@@ -359,7 +368,7 @@ cdef object _gather_in_memory_order(data, indices, axis, out, n_threads):
     if not (cnp.PyArray_Check(data) and cnp.PyArray_Check(indices) and type(axis) is int):
         return None
     cdef int nd = cnp.PyArray_NDIM(<cnp.ndarray>data)
-    if nd < 2 or cnp.PyArray_NDIM(<cnp.ndarray>indices) != nd or not -nd <= <long>axis < nd:
+    if nd < 2 or cnp.PyArray_NDIM(<cnp.ndarray>indices) != nd or not _axis_fits(axis, nd, nd):
         return None
     order = memory_order(indices)
     if order is None or order == tuple(range(nd)) or not data.transpose(order).flags.c_contiguous:
@@ -400,7 +409,7 @@ cdef object _gather_rows(data, indices, axis, out, int threads):
     if not (cnp.PyArray_Check(indices) and type(axis) is int):
         return None
     cdef int nd = cnp.PyArray_NDIM(<cnp.ndarray>indices), ax, d
-    if not -nd <= <long>axis < nd - 1 or axis == -1:
+    if not _axis_fits(axis, nd, nd - 1) or axis == -1:
         return None
     ax = _axis_in_range(axis, nd)
     cdef cnp.npy_intp* dims = cnp.PyArray_DIMS(<cnp.ndarray>indices)

@@ -191,13 +191,17 @@ def test_out_of_range_touches_nothing_outside_dst():
     assert (arena[:10] == -1).all() and (arena[30:] == -1).all()
 
 
+@pytest.mark.filterwarnings("error")   # and no "Exception ignored" from the noexcept fast path
 def test_functional_errors_name_the_parameter():
     data = np.ones((3, 4), np.float32)
     idx = np.zeros((3, 4), np.int64)
     with pytest.raises(ValueError, match="indices: expected rank 2"):
         synet.gather_elements(data, np.zeros(3, np.int64), 0)
-    with pytest.raises(ValueError, match="axis: expected an int in \\[-2, 2\\)"):
-        synet.gather_elements(data, idx, 2)
+    # C-ordered, channels-last, row-broadcast indices: an axis beyond a C long too (it raised OverflowError)
+    for index in (idx, laid_out(idx, (1, 0)), np.broadcast_to(idx[:, :1], idx.shape)):
+        for axis in (2, -3, 2**31, -2**31 - 1, 2**63, -2**70):
+            with pytest.raises(ValueError, match=f"^axis: expected an int in \\[-2, 2\\), got {axis}$"):
+                synet.gather_elements(data, index, axis)
     with pytest.raises(TypeError, match="axis: expected an int"):
         synet.gather_elements(data, idx, 1.0)
     with pytest.raises(ValueError, match="indices: size 5 of dimension 0 exceeds data's 3"):
