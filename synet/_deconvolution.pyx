@@ -667,8 +667,11 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
         if key is not None:
             cache.put(key, entry)
     geometry, prm, shape, dst_dtypes = entry
-    if out is not None:
-        out = check_out(out, shape, dst_dtypes, {"x": x})
+    if out is not None and not (
+            cnp.PyArray_Check(out) and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x) and
+            is_output(out, dst_dtypes[0], dst_dtypes[len(dst_dtypes) - 1], cnp.PyArray_SIZE(<cnp.ndarray>out)) and
+            out.shape == shape and not overlaps(out, x)):
+        out = check_out(out, shape, dst_dtypes, {"x": x})   # raises the message
     if geometry is None:   # an empty batch or output: the right shape, no kernel
         return out if out is not None else np.empty(shape, dst_dtypes[0])
     geo = <_Geometry>geometry

@@ -16,7 +16,7 @@ from synet._csrc cimport (
     SYNET_INDEX_ERROR, SYNET_NOT_READY, SYNET_OK, SYNET_VALUE_ERROR, synet_gather_job, synet_gather_kernels,
     synet_gather_kernels_at,
 )
-from synet._fastpath cimport data_of, is_operand, is_output, new_array, new_like, overlaps
+from synet._fastpath cimport data_of, is_operand, is_output, new_array, new_like, overlaps, same_shape
 from synet._kernels cimport call_threads, kernel_level, vector_gather_preferred
 
 import math
@@ -509,8 +509,9 @@ def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):
     cdef cnp.npy_intp* shape = cnp.PyArray_DIMS(<cnp.ndarray>idx)
     if out is None:
         out = new_array((<cnp.ndarray>data).dtype, cnp.PyArray_NDIM(<cnp.ndarray>idx), shape)
-    else:
-        out = check_out(out, idx.shape, (data.dtype,), {"data": src, "indices": idx})
+    elif not (is_output(out, (<cnp.ndarray>data).dtype, None, cnp.PyArray_SIZE(<cnp.ndarray>idx)) and
+              same_shape(out, idx) and not overlaps(out, src) and not overlaps(out, idx)):
+        out = check_out(out, idx.shape, (data.dtype,), {"data": src, "indices": idx})   # raises the message
     if cnp.PyArray_SIZE(<cnp.ndarray>out) == 0:
         return out
     src_count = cnp.PyArray_DIMS(<cnp.ndarray>data)[ax]

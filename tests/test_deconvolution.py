@@ -1,6 +1,7 @@
 """Deconvolution16b / conv_transpose2d against an independent float64 NumPy reference."""
 
 import dataclasses
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -818,6 +819,27 @@ def test_conv_transpose2d_errors():
         conv_transpose2d(x, w, padding=3)
     with pytest.raises(ValueError, match="layout"):
         conv_transpose2d(x, w, layout="CHWN")
+
+
+def test_conv_transpose2d_out_checked_after_the_plan_is_cached():
+    """out= on a cached plan goes through the C-API check; each bad out still raises its message."""
+    x = np.ones((1, 4, 3, 3), np.float32)
+    w = np.ones((4, 2, 3, 3), np.float32)
+    good = np.empty((1, 2, 5, 5), np.float32)
+    assert conv_transpose2d(x, w, out=good) is good
+    read_only = np.empty((1, 2, 5, 5), np.float32)
+    read_only.flags.writeable = False
+    shared = np.empty(200, np.float32)
+    for out, message in [(np.empty((1, 2, 5, 4), np.float32), "out: expected shape (1, 2, 5, 5), got (1, 2, 5, 4)"),
+                         (np.empty((1, 2, 5, 5), np.float64), "out: expected dtype float32, got float64"),
+                         (read_only, "out: expected a writeable C-contiguous array"),
+                         (np.empty((5, 5, 2, 1), np.float32).T, "out: expected a writeable C-contiguous array"),
+                         (shared[:50].reshape(1, 2, 5, 5), "out: must not overlap x")]:
+        assert conv_transpose2d(x, w, out=good) is good   # the plan is cached
+        source = shared[14:50].reshape(1, 4, 3, 3) if out.base is shared else x
+        with pytest.raises(ValueError, match="^" + re.escape(message)):
+            conv_transpose2d(source, w, out=out)
+    np.testing.assert_array_equal(good, conv_transpose2d(x, w))
 
 
 @pytest.mark.parametrize("name, params", [("elu", [1.0]), ("elu", [0.3]), ("hswish", [3.0, 1 / 6]), ("mish", [20.0]),

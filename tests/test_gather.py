@@ -1,5 +1,6 @@
 """GatherElements against np.take_along_axis (and onnxruntime / torch where installed)."""
 
+import re
 import threading
 
 import numpy as np
@@ -220,6 +221,15 @@ def test_functional_errors_name_the_parameter():
         synet.gather_elements(data, idx, 0, out=np.empty((4, 3), np.float32))
     with pytest.raises(ValueError, match="out: must not overlap"):
         synet.gather_elements(data, idx, 0, out=data)
+    read_only = np.empty((3, 4), np.float32)
+    read_only.flags.writeable = False
+    bad_outs = [(np.empty((3, 4), np.float64), "out: expected dtype float32, got float64"),
+                (read_only, "out: expected a writeable C-contiguous array"),
+                (np.empty((4, 3), np.float32).T, "out: expected a writeable C-contiguous array"),
+                (idx.view(np.float32).reshape(-1)[:12].reshape(3, 4), "out: must not overlap data or indices")]
+    for out, message in bad_outs:
+        with pytest.raises(ValueError, match="^" + re.escape(message)):
+            synet.gather_elements(data, idx, 0, out=out)
     with pytest.raises(TypeError, match="out: expected a numpy.ndarray"):
         synet.gather_elements(data, idx, 0, out=[[0] * 4] * 3)
 
