@@ -603,13 +603,13 @@ cdef object _shared_memory_order(a, b, out, activation, axis, bint per_tensor):
     if not small.reshape((1,) * (rank - small.ndim) + small.shape).transpose(order).flags.c_contiguous:
         return None
     try:
-        if out is not None and not (isinstance(out, np.ndarray) and out.shape == np.broadcast_shapes(
-                a.shape, b.shape) and out.transpose(order).flags.c_contiguous):
-            return None
-        np.broadcast_shapes(a.shape, b.shape)
+        out_shape = np.broadcast_shapes(a.shape, b.shape)
         if planning.as_activation(activation, "activation") == Activation.PRELU:
             return None
     except ValueError:
+        return None
+    if out is not None and not (isinstance(out, np.ndarray) and out.shape == out_shape and
+                                out.transpose(order).flags.c_contiguous):
         return None
     if type(axis) is not int or (a.ndim != b.ndim and not per_tensor):   # axis counts in each operand's shape
         return None
