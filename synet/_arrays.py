@@ -46,6 +46,17 @@ def memory_order(x: np.ndarray) -> tuple[int, ...] | None:
     return order
 
 
+def run_in_memory_order(order: tuple[int, ...], run, arrays: tuple, out: object, shape: tuple):
+    """``run(*views, out_view)`` on the C-ordered views ``x.transpose(order)`` of `arrays` (see memory_order)
+    and of `out`, the result seen in the caller's order of the axes (`out` itself when given); None when
+    `out` is not an array of `shape` laid out in that order."""
+    if out is not None and not (isinstance(out, np.ndarray) and out.shape == shape and
+                                out.transpose(order).flags.c_contiguous):
+        return None
+    result = run(*(x.transpose(order) for x in arrays), None if out is None else out.transpose(order))
+    return out if out is not None else result.transpose(np.argsort(order))
+
+
 class InternalError(RuntimeError):
     """A kernel reported a status its caller's checks should have made impossible: a bug in synet."""
 

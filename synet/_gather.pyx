@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from . import _gather_plan as planning
-from ._arrays import UINT16, check_buffer, check_out, internal_error, memory_order
+from ._arrays import UINT16, check_buffer, check_out, internal_error, memory_order, run_in_memory_order
 from ._types import BFLOAT16
 
 cnp.import_array()
@@ -373,15 +373,12 @@ cdef object _gather_in_memory_order(data, indices, axis, out, n_threads):
     order = memory_order(indices)
     if order is None or order == tuple(range(nd)) or not data.transpose(order).flags.c_contiguous:
         return None
-    if out is not None and not (isinstance(out, np.ndarray) and out.shape == indices.shape and
-                                out.transpose(order).flags.c_contiguous):
-        return None
     try:
-        result = gather_elements(data.transpose(order), indices.transpose(order), order.index(axis % nd),
-                                 out=None if out is None else out.transpose(order), n_threads=n_threads)
+        return run_in_memory_order(order, lambda d, i, o: gather_elements(d, i, order.index(axis % nd), out=o,
+                                                                          n_threads=n_threads),
+                                   (data, indices), out, indices.shape)
     except (ValueError, IndexError):
         return None
-    return out if out is not None else result.transpose(np.argsort(order))
 
 
 cdef object _out_of_range(where, value, int axis, Py_ssize_t src_count):
@@ -389,16 +386,22 @@ cdef object _out_of_range(where, value, int axis, Py_ssize_t src_count):
                       f"for axis {axis} with size {src_count}")
 
 
+cdef inline void _copy_row(const char* src, const int64_t* rows, char* dst, Py_ssize_t r, Py_ssize_t idx_count,
+                           Py_ssize_t src_count, Py_ssize_t row_bytes) noexcept nogil:
+    """dst row r = src row (r // idx_count) * src_count + rows[r], for rows already in [0, src_count)."""
+    memcpy(dst + r * row_bytes, src + ((r // idx_count) * src_count + rows[r]) * row_bytes, row_bytes)
+
+
 cdef void _copy_rows(const char* src, const int64_t* rows, char* dst, Py_ssize_t n_rows, Py_ssize_t idx_count,
                      Py_ssize_t src_count, Py_ssize_t row_bytes, int n_threads) noexcept nogil:
-    """dst row r = src row (r // idx_count) * src_count + rows[r], for rows already in [0, src_count)."""
+    """_copy_row for every row, on one thread without opening a parallel region."""
     cdef Py_ssize_t r
     if n_threads <= 1:
         for r in range(n_rows):
-            memcpy(dst + r * row_bytes, src + ((r // idx_count) * src_count + rows[r]) * row_bytes, row_bytes)
+            _copy_row(src, rows, dst, r, idx_count, src_count, row_bytes)
     else:
         for r in prange(n_rows, schedule="static", num_threads=n_threads):
-            memcpy(dst + r * row_bytes, src + ((r // idx_count) * src_count + rows[r]) * row_bytes, row_bytes)
+            _copy_row(src, rows, dst, r, idx_count, src_count, row_bytes)
 
 
 cdef object _gather_rows(data, indices, axis, out, int threads):

@@ -30,7 +30,7 @@ from synet._csrc cimport (
     synet_peak_kernels, synet_peak_kernels_at,
 )
 
-from ._arrays import UINT16, check_n_threads, check_out, memory_order, require_array
+from ._arrays import UINT16, check_n_threads, check_out, memory_order, require_array, run_in_memory_order
 from ._types import BFLOAT16
 
 cnp.import_array()
@@ -277,25 +277,14 @@ def _real_input(x, str name="x"):
     raise ValueError(f"{name}: expected real numbers (float32, float64, integers), got dtype {array.dtype}")
 
 
-def _memory_order(x, out):
-    """memory_order(x) when `out` is None or laid out alike; else None."""
-    order = memory_order(x)
-    if order is None or out is None:
-        return order
-    if not (isinstance(out, np.ndarray) and out.shape == x.shape and out.transpose(order).flags.c_contiguous):
-        return None
-    return order
-
-
 def _in_memory_order(convert, x, out, *args):
     """``convert(x, out, *args)`` on the C-ordered views of a transposed or Fortran-ordered `x` (and `out`, laid
     out alike), the result in x's layout as NumPy's ``astype`` keeps it (copying x to C order first took 13x
-    ml_dtypes' time on a transposed 1024 x 1024 array); None where `x` lies otherwise."""
-    order = _memory_order(x, out)
+    ml_dtypes' time on a transposed 1024 x 1024 array); None where `x` (or `out`) lies otherwise."""
+    order = memory_order(x)
     if order is None:
         return None
-    result = convert(x.transpose(order), None if out is None else out.transpose(order), *args)
-    return out if out is not None else result.transpose(np.argsort(order))
+    return run_in_memory_order(order, lambda view, out_view: convert(view, out_view, *args), (x,), out, x.shape)
 
 
 def _round_to_bf16(x, out, rounding, n_threads, tuple out_dtypes):

@@ -53,7 +53,7 @@ import numpy as np
 
 from . import _cache
 from . import _quantized_add_plan as planning
-from ._arrays import check_buffer, internal_error, memory_order, require_array
+from ._arrays import check_buffer, internal_error, memory_order, require_array, run_in_memory_order
 from ._types import Activation, DataType
 
 cnp.import_array()
@@ -585,12 +585,11 @@ cdef bint _plain_numbers(a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero) 
     return True
 
 
-cdef object _shared_memory_order(a, b, out, activation, axis, bint per_tensor):
+cdef object _shared_memory_order(a, b, activation, axis, bint per_tensor):
     """The order of the axes (see memory_order) in which both ndarrays, `b` broadcast to `a`'s rank or the
-    other way round, and `out` unless None, lie densely in memory when one is transposed (an NHWC tensor
-    seen as NCHW); None if they lie otherwise, if they do not broadcast, or if the call refers to an axis
-    of the result that the order would move (PRELU's slopes along axis 1; per-axis quantisation, when the
-    ranks differ)."""
+    other way round, lie densely in memory when one is transposed (an NHWC tensor seen as NCHW); None if
+    they lie otherwise, if they do not broadcast, or if the call refers to an axis of the result that the
+    order would move (PRELU's slopes along axis 1; per-axis quantisation, when the ranks differ)."""
     cdef int rank = max(a.ndim, b.ndim)
     big, small = (a, b) if a.size >= b.size else (b, a)
     if big.ndim != rank or big.flags.c_contiguous:
@@ -603,13 +602,10 @@ cdef object _shared_memory_order(a, b, out, activation, axis, bint per_tensor):
     if not small.reshape((1,) * (rank - small.ndim) + small.shape).transpose(order).flags.c_contiguous:
         return None
     try:
-        out_shape = np.broadcast_shapes(a.shape, b.shape)
+        np.broadcast_shapes(a.shape, b.shape)
         if planning.as_activation(activation, "activation") == Activation.PRELU:
             return None
     except ValueError:
-        return None
-    if out is not None and not (isinstance(out, np.ndarray) and out.shape == out_shape and
-                                out.transpose(order).flags.c_contiguous):
         return None
     if type(axis) is not int or (a.ndim != b.ndim and not per_tensor):   # axis counts in each operand's shape
         return None
@@ -670,22 +666,23 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
             cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a) and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>b)):
         # a transposed pair runs on its C-ordered views, the result laid out alike (as NumPy's a + b does);
         # copying it to C order first cost 360x the add (u8 NHWC [1, 56, 56, 256] seen as NCHW: 7.2 ms)
-        order = _shared_memory_order(a, b, out, activation, axis,
+        order = _shared_memory_order(a, b, activation, axis,
                                      _plain_numbers(a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero))
         if order is not None:
             rank = len(order)
             try:
-                result = quantized_add(
-                    a.reshape((1,) * (rank - a.ndim) + a.shape).transpose(order),
-                    b.reshape((1,) * (rank - b.ndim) + b.shape).transpose(order),
-                    a_scale=a_scale, a_zero=a_zero, b_scale=b_scale, b_zero=b_zero, dst_scale=dst_scale,
-                    dst_zero=dst_zero, dst_dtype=dst_dtype, activation=activation,
-                    activation_params=activation_params, axis=order.index(axis % rank) if -rank <= axis < rank
-                    else axis, out=None if out is None else out.transpose(order), n_threads=n_threads)
+                result = run_in_memory_order(
+                    order, lambda x, y, o: quantized_add(
+                        x, y, a_scale=a_scale, a_zero=a_zero, b_scale=b_scale, b_zero=b_zero, dst_scale=dst_scale,
+                        dst_zero=dst_zero, dst_dtype=dst_dtype, activation=activation,
+                        activation_params=activation_params, out=o, n_threads=n_threads,
+                        axis=order.index(axis % rank) if -rank <= axis < rank else axis),
+                    (a.reshape((1,) * (rank - a.ndim) + a.shape), b.reshape((1,) * (rank - b.ndim) + b.shape)),
+                    out, None if out is None else np.broadcast_shapes(a.shape, b.shape))
             except ValueError:
-                pass   # checked again below, where the message names the caller's shapes
-            else:
-                return out if out is not None else result.transpose(np.argsort(order))
+                result = None   # checked again below, where the message names the caller's shapes
+            if result is not None:
+                return result
     a = _operand(a, "a")
     b = _operand(b, "b")
     cdef int pairing = _pairing(a, b) if activation_params is None and _plain_numbers(
