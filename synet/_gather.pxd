@@ -11,6 +11,7 @@ ctypedef struct GatherPlan:
     const void* offsets     # analysed index (normalised src offsets), or NULL
     int offsets_size        # bytes per analysed offset: 4 or 8
     Py_ssize_t period       # outer slices the analysed index covers (b reads slice b % period)
+    Py_ssize_t idx_period   # outer slices a raw idx holds (b reads slice b % idx_period), 0: all of them
 
 
 cdef int gather_run(const GatherPlan* plan, const void* src, const void* idx, void* dst,

@@ -32,7 +32,7 @@ cdef int gather_elements(const void* src, const void* idx, void* dst, Py_ssize_t
     cdef GatherPlan plan
     plan.outer, plan.src_count, plan.inner, plan.idx_count = outer, src_count, inner, idx_count
     plan.elem_size, plan.index_size = elem_size, index_size
-    plan.offsets, plan.offsets_size, plan.period = NULL, 0, 0
+    plan.offsets, plan.offsets_size, plan.period, plan.idx_period = NULL, 0, 0, 0
     if idx == NULL or bad_threads(n_threads):
         return SYNET_VALUE_ERROR
     return _gather_run(&plan, src, idx, dst, n_threads)

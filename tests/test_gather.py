@@ -131,6 +131,61 @@ def test_hypothesis_row_index_broadcast_along_the_inner_axes(data):
             synet.gather_elements(source, indices, axis, out=out, n_threads=threads)
 
 
+@given(st.data())
+def test_hypothesis_index_broadcast_along_the_leading_axes(data):
+    """An index broadcast along leading axes before `axis` (np.broadcast_to, torch's expand of one index over
+    the batch) reads its one copy for all of them: the reference's bits, for any dtype, index dtype, sub-block,
+    threads and out=, and the first bad index named at its place in the broadcast index."""
+    ndim = data.draw(st.integers(2, 4), label="ndim")
+    shape = tuple(data.draw(st.lists(st.integers(0, 5), min_size=ndim, max_size=ndim), label="shape"))
+    ax = data.draw(st.integers(1, ndim - 1), label="axis")
+    axis = data.draw(st.sampled_from([ax, ax - ndim]), label="axis given")
+    broadcast = data.draw(st.integers(1, ax), label="broadcast axes")
+    idx_count = data.draw(st.integers(0, 6), label="idx_count")
+    off_axis = [data.draw(st.integers(0, n), label=f"index size {d}") if d > ax else n for d, n in enumerate(shape)]
+    dtype = data.draw(st.sampled_from(DATA_DTYPES), label="dtype")
+    index_dtype = data.draw(st.sampled_from([np.int64, np.int32, np.int16, np.uint8]), label="index_dtype")
+    n = shape[ax]
+    lo = 0 if np.dtype(index_dtype).kind == "u" else -n - 1
+    full_shape = tuple(off_axis[:ax]) + (idx_count,) + tuple(off_axis[ax + 1:])
+    compact_shape = (1,) * broadcast + full_shape[broadcast:]
+    values = data.draw(st.lists(st.integers(lo, n), min_size=int(np.prod(compact_shape)),
+                                max_size=int(np.prod(compact_shape))), label="index")
+    indices = np.broadcast_to(np.array(values, index_dtype).reshape(compact_shape), full_shape)
+    source = random_data(np.random.default_rng(3), shape, dtype)
+    threads = data.draw(st.sampled_from([1, 2]), label="threads")
+    out = np.empty(indices.shape, dtype) if data.draw(st.booleans(), label="out") else None
+    full = np.ascontiguousarray(indices).astype(np.int64)
+    bad = (full < -n) | (full >= n)
+    if not bad.any():
+        result = synet.gather_elements(source, indices, axis, out=out, n_threads=threads)
+        assert out is None or result is out
+        np.testing.assert_array_equal(result.view(np.uint8), reference(source, full, ax).view(np.uint8))
+    else:
+        where = np.unravel_index(int(np.argmax(bad.reshape(-1))), full.shape)
+        message = (rf"^indices\[{', '.join(map(str, where))}\] = {full[where]} is out of range for axis {ax} "
+                   rf"with size {n}$")
+        with pytest.raises(IndexError, match=message):
+            synet.gather_elements(source, indices, axis, out=out, n_threads=threads)
+
+
+def test_index_broadcast_along_the_batch_on_two_threads():
+    """One index expanded over a batch of large slices, on both threads' tasks, and one broadcast along the
+    batch but not the next axis (each of its slices repeated): the reference's values."""
+    rng = np.random.default_rng(8)
+    source = random_data(rng, (6, 300, 512), np.float32)
+    indices = np.broadcast_to(rng.integers(-300, 300, (1, 200, 512)), (6, 200, 512))
+    expected = reference(source, np.ascontiguousarray(indices), 1)
+    for threads in (1, 2):
+        np.testing.assert_array_equal(synet.gather_elements(source, indices, 1, n_threads=threads), expected)
+        np.testing.assert_array_equal(synet.gather_elements(source, indices[:, :, :7], -1, n_threads=threads),
+                                      reference(source, np.ascontiguousarray(indices[:, :, :7]), 2))
+    source = random_data(rng, (3, 4, 50, 8), np.uint8)
+    indices = np.broadcast_to(rng.integers(0, 50, (1, 4, 30, 8), np.int32), (3, 4, 30, 8))
+    np.testing.assert_array_equal(synet.gather_elements(source, indices, 2),
+                                  reference(source, np.ascontiguousarray(indices), 2))
+
+
 def test_row_index_sub_blocks_and_large_rows():
     """A broadcast row index over a sub-block of data, and many large rows on two threads (the copy's
     parallel loop): the reference's values."""

@@ -22,10 +22,10 @@ def _gather_workload(name, title, dtype, index_dtype, outer, src_count, inner, i
         data = (rng.standard_normal((*outer, src_count, inner)) * 100).astype(dtype)
         shape = (*outer, idx_count, inner)
         if repeated_outer:  # the same index slice for every value of the first outer dimension
-            indices = np.broadcast_to(rng.integers(low, src_count, (1, *shape[1:])), shape)
+            broadcast = np.broadcast_to(rng.integers(low, src_count, (1, *shape[1:])).astype(index_dtype), shape)
+            indices = np.ascontiguousarray(broadcast)
         else:
-            indices = rng.integers(low, src_count, shape)
-        indices = np.ascontiguousarray(indices, dtype=index_dtype)
+            indices = rng.integers(low, src_count, shape).astype(index_dtype)
         positive = np.where(indices < 0, indices + src_count, indices)
         dst = np.empty(shape, dtype=dtype)
         context = synet.GatherElements(dtype, index_dtype, repeated_outer, 1, list(outer), src_count, inner,
@@ -37,6 +37,8 @@ def _gather_workload(name, title, dtype, index_dtype, outer, src_count, inner, i
             candidates["synet"] = lambda: context.forward(data, None, dst, n_threads=1)
             candidates["synet x2"] = lambda: context.forward(data, None, dst, n_threads=2)
             candidates["synet without set_index"] = lambda: context.forward(data, indices, dst, n_threads=1)
+            # the functional form given the broadcast view itself (np.broadcast_to, torch's expand)
+            candidates["synet functional"] = lambda: synet.gather_elements(data, broadcast, axis, n_threads=1)
         else:
             candidates["synet"] = lambda: context.forward(data, indices, dst, n_threads=1)
             candidates["synet x2"] = lambda: context.forward(data, indices, dst, n_threads=2)
