@@ -97,6 +97,26 @@ def test_transposed_pair_keeps_its_layout(dtype, axis):
         synet.gather_elements(laid_out(source, order), laid_out(indices, order), axis)
 
 
+def check_broadcast_index(data, source, indices, axis):
+    """gather_elements of a broadcast (strided) index against the reference on its materialised copy, bitwise,
+    on 1 or 2 threads, with or without out=; or the IndexError naming the first bad index and its place."""
+    ax, n = axis % source.ndim, source.shape[axis]
+    threads = data.draw(st.sampled_from([1, 2]), label="threads")
+    out = np.empty(indices.shape, source.dtype) if data.draw(st.booleans(), label="out") else None
+    full = np.ascontiguousarray(indices).astype(np.int64)
+    bad = (full < -n) | (full >= n)
+    if not bad.any():
+        result = synet.gather_elements(source, indices, axis, out=out, n_threads=threads)
+        assert out is None or result is out
+        np.testing.assert_array_equal(result.view(np.uint8), reference(source, full, ax).view(np.uint8))
+    else:
+        where = np.unravel_index(int(np.argmax(bad.reshape(-1))), full.shape)
+        message = (rf"^indices\[{', '.join(map(str, where))}\] = {full[where]} is out of range for axis {ax} "
+                   rf"with size {n}$")
+        with pytest.raises(IndexError, match=message):
+            synet.gather_elements(source, indices, axis, out=out, n_threads=threads)
+
+
 @given(st.data())
 def test_hypothesis_row_index_broadcast_along_the_inner_axes(data):
     """An index constant along every axis after `axis` (np.broadcast_to, torch's expand) gathers whole
@@ -114,21 +134,7 @@ def test_hypothesis_row_index_broadcast_along_the_inner_axes(data):
     rows = np.array(data.draw(st.lists(st.integers(lo, n), min_size=int(np.prod(row_shape)),
                                        max_size=int(np.prod(row_shape))), label="rows"), index_dtype).reshape(row_shape)
     indices = np.broadcast_to(rows, shape[:ax] + (idx_count,) + shape[ax + 1:])
-    source = random_data(np.random.default_rng(1), shape, dtype)
-    threads = data.draw(st.sampled_from([1, 2]), label="threads")
-    out = np.empty(indices.shape, dtype) if data.draw(st.booleans(), label="out") else None
-    full = np.ascontiguousarray(indices).astype(np.int64)
-    bad = (full < -n) | (full >= n)
-    if not bad.any():
-        result = synet.gather_elements(source, indices, axis, out=out, n_threads=threads)
-        assert out is None or result is out
-        np.testing.assert_array_equal(result.view(np.uint8), reference(source, full, ax).view(np.uint8))
-    else:
-        where = np.unravel_index(int(np.argmax(bad.reshape(-1))), full.shape)
-        message = (rf"^indices\[{', '.join(map(str, where))}\] = {full[where]} is out of range for axis {ax} "
-                   rf"with size {n}$")
-        with pytest.raises(IndexError, match=message):
-            synet.gather_elements(source, indices, axis, out=out, n_threads=threads)
+    check_broadcast_index(data, random_data(np.random.default_rng(1), shape, dtype), indices, axis)
 
 
 @given(st.data())
@@ -152,21 +158,7 @@ def test_hypothesis_index_broadcast_along_the_leading_axes(data):
     values = data.draw(st.lists(st.integers(lo, n), min_size=int(np.prod(compact_shape)),
                                 max_size=int(np.prod(compact_shape))), label="index")
     indices = np.broadcast_to(np.array(values, index_dtype).reshape(compact_shape), full_shape)
-    source = random_data(np.random.default_rng(3), shape, dtype)
-    threads = data.draw(st.sampled_from([1, 2]), label="threads")
-    out = np.empty(indices.shape, dtype) if data.draw(st.booleans(), label="out") else None
-    full = np.ascontiguousarray(indices).astype(np.int64)
-    bad = (full < -n) | (full >= n)
-    if not bad.any():
-        result = synet.gather_elements(source, indices, axis, out=out, n_threads=threads)
-        assert out is None or result is out
-        np.testing.assert_array_equal(result.view(np.uint8), reference(source, full, ax).view(np.uint8))
-    else:
-        where = np.unravel_index(int(np.argmax(bad.reshape(-1))), full.shape)
-        message = (rf"^indices\[{', '.join(map(str, where))}\] = {full[where]} is out of range for axis {ax} "
-                   rf"with size {n}$")
-        with pytest.raises(IndexError, match=message):
-            synet.gather_elements(source, indices, axis, out=out, n_threads=threads)
+    check_broadcast_index(data, random_data(np.random.default_rng(3), shape, dtype), indices, axis)
 
 
 def test_index_broadcast_along_the_batch_on_two_threads():
