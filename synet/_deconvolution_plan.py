@@ -10,7 +10,6 @@ is a stride-1 convolution over its taps: an implicit GEMM over (taps x input cha
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import itertools
 import math
@@ -50,6 +49,7 @@ AXES = ("z", "y", "x")
 BF16_SOFT = int(Compatibility.BF16_SOFT)
 NO_TABLE = np.zeros(0, np.int64)
 NO_TABLE.flags.writeable = False
+EMPTY_TABLE = (0, 1)   # the bounds of an empty table: the leading 0 of the table data
 
 
 def pair_channels(micro: int, kpairs: int) -> np.ndarray:
@@ -84,9 +84,9 @@ class Geometry(NamedTuple):
     channels_last: bool
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class DeconvolutionPlan:
-    """A planned deconvolution: the C plan's values (`scalars`), its tables and the shapes around it."""
+class DeconvolutionPlan(NamedTuple):
+    """A planned deconvolution: the C plan's values (`scalars`), its tables and the shapes around it. A named
+    tuple, as Geometry (a frozen dataclass took 1.3 us of each new shape's plan)."""
 
     conv: object              # the normalised ConvParams / ConvParams3d (None for 1-D)
     geometry: Geometry
@@ -220,6 +220,16 @@ def check_sizes(batch: int, geo: Geometry) -> None:
 
 
 @functools.lru_cache(maxsize=1024)
+def axis_taps(stride: int, dilation: int, kernel: int) -> tuple:
+    """The taps ((k, input offset), ...) of each phase r < stride of one axis: tap k serves phase
+    r = k·dilation mod stride, from input offset (r - k·dilation) / stride. Memoised."""
+    taps: list[list[tuple[int, int]]] = [[] for _ in range(stride)]
+    for k in range(kernel):
+        taps[k * dilation % stride].append((k, -(k * dilation // stride)))
+    return tuple(map(tuple, taps))
+
+
+@functools.lru_cache(maxsize=1024)
 def axis_phases(stride: int, dilation: int, kernel: int, pad_begin: int, src: int, dst: int):
     """Per phase r < stride: its taps ((k, input offset), ...), first index j0 and count of outputs; and the
     zero padding (low, high) that keeps every tap of every output in range. Memoised (a pure function of six
@@ -227,14 +237,11 @@ def axis_phases(stride: int, dilation: int, kernel: int, pad_begin: int, src: in
     looked up."""
     phases = []
     low = high = 0
-    phase_taps: list[list[tuple[int, int]]] = [[] for _ in range(stride)]
-    for k in range(kernel):   # tap k serves phase r = k·dilation mod stride, from offset (r - k·dilation) / stride
-        phase_taps[k * dilation % stride].append((k, -(k * dilation // stride)))
-    for r, taps in enumerate(phase_taps):
+    for r, taps in enumerate(axis_taps(stride, dilation, kernel)):
         j0 = -((r - pad_begin) // stride)            # ceil((pad_begin - r) / stride)
         j1 = -((r - pad_begin - dst) // stride)      # ceil((dst + pad_begin - r) / stride)
         count = max(0, j1 - j0)
-        phases.append((tuple(taps), j0, count))
+        phases.append((taps, j0, count))
         if taps and count:   # a tap's offset falls as k grows: the first tap reads furthest right, the last left
             low = max(low, -(j0 + taps[-1][1]))
             high = max(high, j0 + count - 1 + taps[0][1] - (src - 1))
@@ -256,34 +263,67 @@ def border_outputs(phases, stride: int, pad_begin: int, src: int, dst: int) -> n
     return flags
 
 
-def _tables(lists: dict, arrays: dict) -> tuple[np.ndarray, dict]:
-    """The int64 tables `lists` (name -> list of ints) and `arrays` (name -> int64 array) in one array,
-    each followed by a 0 so that none is empty (the C side reads a pointer), and name -> (begin, end) of each
-    in it; the empty ones all are the leading 0, (0, 1)."""
+def _tables(tables: dict) -> tuple[np.ndarray, dict]:
+    """The int64 tables `tables` (name -> list, tuple or int64 array of ints) in one array, each followed by a
+    0 so that none is empty (the C side reads a pointer), and name -> (begin, end) of each in it; the empty
+    ones all are the leading 0, (0, 1). (One list, made an array once: a new shape's plan builds these.)"""
     flat = [0]
     bounds = {}
-    for name, values in lists.items():
-        if values:
+    for name, values in tables.items():
+        if len(values):
             begin = len(flat)
-            flat += values
+            flat += values.tolist() if isinstance(values, np.ndarray) else values
             flat.append(0)
             bounds[name] = begin, len(flat)
         else:
-            bounds[name] = 0, 1
-    at = len(flat)
-    placed = []   # (begin, array) of the non-empty arrays
-    for name, a in arrays.items():
-        if a.size:
-            placed.append((at, a))
-            bounds[name] = at, at + a.size + 1
-            at += a.size + 1
-        else:
-            bounds[name] = 0, 1
-    data = np.zeros(at, np.int64)
-    data[:len(flat)] = flat
-    for begin, a in placed:
-        data[begin:begin + a.size] = a
-    return data, bounds
+            bounds[name] = EMPTY_TABLE
+    return np.array(flat, np.int64), bounds
+
+
+@functools.lru_cache(maxsize=1024)
+def phase_tap_lists(stride: tuple, dilation: tuple, kernel: tuple) -> tuple:
+    """(taps per phase, first tap of each phase (and the total), and kz, ky, kx, oz, oy, ox of each tap) of a
+    3-D geometry (axis_taps of each axis), phases (rz, ry, rx) in order, kz-major within a phase. Memoised: a
+    new spatial size of a known kernel, stride and dilation looks it up."""
+    phase_taps: list[int] = []
+    phase_tap0: list[int] = []
+    kz: list[int] = []
+    ky: list[int] = []
+    kx: list[int] = []
+    oz: list[int] = []
+    oy: list[int] = []
+    ox: list[int] = []
+    taps_z, taps_y, taps_x = map(axis_taps, stride, dilation, kernel)
+    for tz in taps_z:
+        for ty in taps_y:
+            for tx in taps_x:
+                phase_tap0.append(len(kz))
+                phase_taps.append(len(tz) * len(ty) * len(tx))
+                for z in tz:
+                    for y in ty:
+                        for x in tx:
+                            kz.append(z[0])
+                            ky.append(y[0])
+                            kx.append(x[0])
+                            oz.append(z[1])
+                            oy.append(y[1])
+                            ox.append(x[1])
+    phase_tap0.append(len(kz))
+    return tuple(phase_taps), tuple(phase_tap0), tuple(kz), tuple(ky), tuple(kx), tuple(oz), tuple(oy), tuple(ox)
+
+
+@functools.lru_cache(maxsize=1024)
+def weight_offsets_of(group: int, phase_taps: tuple, kpairs: int, block_units: tuple) -> tuple[tuple, int]:
+    """(offset of each (group, phase, channel block)'s packed weights, uint16 elements of them all):
+    a phase's block holds taps x kpairs rows of its units. Memoised like phase_tap_lists."""
+    offsets: list[int] = []
+    offset = 0
+    for _ in range(group):
+        for taps in phase_taps:
+            for units in block_units:
+                offsets.append(offset)
+                offset += taps * kpairs * units
+    return tuple(offsets), offset
 
 
 def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, micro_bf16: bool, micro_amx: bool,
@@ -308,7 +348,7 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
         # a 1x1x1 stride-1 deconvolution is a GEMM over all pixels: one long row
         src, dst = (1, 1, math.prod(src)), (1, 1, math.prod(dst))
     axes = [axis_phases(stride[a], dilation[a], kernel[a], pad_begin[a], src[a], dst[a]) for a in range(3)]
-    (phases_z, plz, phz), (phases_y, ply, phy), (phases_x, plx, phx) = axes
+    (_, plz, phz), (_, ply, phy), (phases_x, plx, phx) = axes
     dp, hp, wp = src[0] + plz + phz, src[1] + ply + phy, src[2] + plx + phx
     src_bf16 = geo.src_type == DataType.BFLOAT16
     soft = bool(compat & BF16_SOFT)
@@ -331,24 +371,8 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
         pad_rows = 0 if direct else batch * dp * hp
     row, plane = wp * pix, hp * wp * pix
     # taps per phase (rz, ry, rx), kz-major, with their offsets in the padded image and kernel positions
-    phase_taps: list[int] = []
-    phase_tap0: list[int] = []
-    tap_offsets: list[int] = []
-    tap_kz: list[int] = []
-    tap_ky: list[int] = []
-    tap_kx: list[int] = []
-    for taps_z, _, _ in phases_z:
-        for taps_y, _, _ in phases_y:
-            for taps_x, _, _ in phases_x:
-                phase_tap0.append(len(tap_offsets))
-                phase_taps.append(len(taps_z) * len(taps_y) * len(taps_x))
-                for kz, oz in taps_z:
-                    for ky, oy in taps_y:
-                        for kx, ox in taps_x:
-                            tap_offsets.append(oz * plane + oy * row + ox * pix)
-                            tap_kz.append(kz)
-                            tap_ky.append(ky)
-                            tap_kx.append(kx)
+    phase_taps, phase_tap0, tap_kz, tap_ky, tap_kx, tap_oz, tap_oy, tap_ox = phase_tap_lists(stride, dilation, kernel)
+    tap_offsets = [oz * plane + oy * row + ox * pix for oz, oy, ox in zip(tap_oz, tap_oy, tap_ox)]
     # task rows: one per output row (oz, oy), in output order (the kernels derive each one's phase and
     # indices: deconvolution.h, synet_deconv_row_of)
     nrows = dst[0] * dst[1]
@@ -413,23 +437,21 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     # D5 0.88-0.93x the time at avx512 and avx2) where a channel block's weights, twice the bytes, stay well
     # inside L2 (D1's 1 MiB: 1.07-1.12x slower than pairs)
     wide = int(micro == MICRO_FP32 and not depthwise and len(tap_offsets) * kpairs * min(width, cg_out) * 8 <= WIDE_MAX)
-    weight_offsets, offset = [], 0
+    weight_offsets: tuple = ()
     if not depthwise:   # per group, phase and channel block (of `lanes` channels, whole vectors)
-        block_units = [row_units(wide, (min(width, cg_out - ob * width) + 15) // 16 * 16) for ob in range(nblocks)]
-        for _ in range(g):
-            for taps in phase_taps:
-                for units in block_units:
-                    weight_offsets.append(offset)
-                    offset += taps * kpairs * units
+        block_units = tuple(row_units(wide, (min(width, cg_out - ob * width) + 15) // 16 * 16)
+                            for ob in range(nblocks))
+        weight_offsets, offset = weight_offsets_of(g, phase_taps, kpairs, block_units)
     packed_size = geo.src_c * len(tap_offsets) if depthwise else offset + 64
     table_data, table_bounds = _tables({
-        "phase_taps": phase_taps, "phase_tap0": phase_tap0 + [len(tap_offsets)],
+        "phase_taps": phase_taps, "phase_tap0": phase_tap0,
         "tap_offsets": tap_offsets, "tap_kz": tap_kz, "tap_ky": tap_ky, "tap_kx": tap_kx,
         "col_first": col_first, "col_count": col_count,
         "unit_s0": unit_s0, "unit_s1": unit_s1, "unit_ob": unit_ob, "run_unit0": run_unit0,
         "seg_aoff": seg_aoff, "seg_doff": seg_doff, "seg_m": seg_m,
         "seg_phase": seg_phase, "weight_offsets": weight_offsets,
-    }, {"border_z": border_z, "border_y": border_y, "border_x": border_x})
+        "border_z": border_z, "border_y": border_y, "border_x": border_x,
+    })
     # a task's run of consecutive output rows: channels first, a row's last part-filled store window waits
     # for the next row of the run (16 rows at most, and >= 64 runs per image, group and channel block)
     row_run = 1 if nhwc or amx or depthwise else max(1, min(16, nrows // 64))
