@@ -40,6 +40,10 @@ CHANNEL_MULTIPLE = {MICRO_FP32: 2, MICRO_BF16: 4, MICRO_AMX: 32}
 BLOCK = 64          # output channels per packed weight block (SYNET_DECONV_BLOCK)
 AMX_BLOCK = 32
 AMX_RUN = 8         # AMX units a task runs (one unit's stores overlap the next one's tile arithmetic)
+# channels-first plans use the planar kernel up to 4 output channels a group and 192 input x output channels
+# a group (k4 s2 on Zen 5, 1 thread: cin 16 -> 1..4 3.7-1.6x, 64 -> 1..3 2.9-1.1x, 128 -> 1 2.0-2.2x faster
+# than the GEMM; 64 -> 4 0.7-0.8x, 128 -> 2 1.0-1.25x, 16 -> 8 0.96-1.03x)
+PLANAR_MAX_OUT, PLANAR_MAX_WORK = 4, 192
 MAX_PLAN = 1 << 24  # table entries (phases x taps, rows, columns) a geometry may need
 STREAM_MIN = 4 << 20  # output bytes from which whole lines of it bypass the caches
 WIDE_MAX = 512 << 10  # bytes of one channel block's float32 weights up to which the FP32 micro-kernel gets them
@@ -102,8 +106,8 @@ class DeconvolutionPlan(NamedTuple):
     src_dtypes: tuple         # accepted src dtypes (first: the preferred one)
     dst_dtypes: tuple
     weight_shape: tuple       # the caller's weight layout
-    packed_size: int          # GEMM: uint16 elements of packed weights; depthwise: float32 entries
-    pack_units: int           # GEMM: group * kpairs; depthwise: src_c
+    packed_size: int          # GEMM: uint16 elements of packed weights; depthwise / planar: float32 entries
+    pack_units: int           # GEMM: group * kpairs; depthwise / planar: dst_c
     weight_steps: tuple       # (ci, co, kz, ky, kx) element steps of the caller's weight layout
 
     @property
@@ -114,7 +118,7 @@ class DeconvolutionPlan(NamedTuple):
     @property
     def info(self) -> str:
         if self.impl == DEPTHWISE:
-            return "Depthwise fp32"
+            return "Depthwise fp32" if self.scalars["cg_in"] == self.scalars["cg_out"] == 1 else "Planar fp32"
         return f"PhaseGemm {MICRO_NAMES[self.micro]}" + (" direct" if self.scalars["direct"] else "")
 
 
@@ -352,16 +356,23 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     dp, hp, wp = src[0] + plz + phz, src[1] + ply + phy, src[2] + plx + phx
     src_bf16 = geo.src_type == DataType.BFLOAT16
     soft = bool(compat & BF16_SOFT)
-    amx = not soft and micro_amx and cg_in >= 16 and not depthwise and bool(amx_permission())
+    # channels first with few output channels a group: the depthwise kernel's planes, each output channel's
+    # taps running over its group's input planes (the GEMM's output blocks would hold 1-4 valid of 16 lanes;
+    # each planar output channel reads all the group's input planes again, so only up to PLANAR_MAX_WORK). The
+    # same choice at every level, AMX's too: the kernels sum in different orders.
+    planar = depthwise or (not nhwc and cg_out <= PLANAR_MAX_OUT and cg_in * cg_out <= PLANAR_MAX_WORK and
+                           stride[2] <= 2)
+    amx = not soft and micro_amx and cg_in >= 16 and not planar and bool(amx_permission())
     micro = MICRO_AMX if amx else (MICRO_BF16 if micro_bf16 and not soft else MICRO_FP32)
     width = AMX_BLOCK if amx else BLOCK
     unpadded = plz == phz == ply == phy == plx == phx == 0
-    if depthwise:
+    if planar:
         cgp, cpt, pix = 1, 1, geo.src_c if nhwc else 1
         direct = False
         # + 64 floats: a row's last vector may read up to 15 columns past the image (into lanes never stored)
         buf_size = batch * geo.src_c * dp * hp * wp * 4 + 64 + 256
-        pad_rows = batch * dp * hp if nhwc else 0   # channels first: each plane's task pads it
+        # channels first: each depthwise plane's task pads it; a planar one's input planes are padded first
+        pad_rows = batch * dp * hp if nhwc else (0 if depthwise else batch * geo.src_c * dp * hp)
     else:
         cgp = -(-cg_in // CHANNEL_MULTIPLE[micro]) * CHANNEL_MULTIPLE[micro]
         cpt = pix = g * cgp
@@ -373,6 +384,11 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     # taps per phase (rz, ry, rx), kz-major, with their offsets in the padded image and kernel positions
     phase_taps, phase_tap0, tap_kz, tap_ky, tap_kx, tap_oz, tap_oy, tap_ox = phase_tap_lists(stride, dilation, kernel)
     tap_offsets = [oz * plane + oy * row + ox * pix for oz, oy, ox in zip(tap_oz, tap_oy, tap_ox)]
+    if planar and not depthwise:   # each tap over the group's input planes, in order (deconv_depthwise_pack)
+        phase_taps = tuple(n * cg_in for n in phase_taps)
+        phase_tap0 = tuple(n * cg_in for n in phase_tap0)
+        tap_kz, tap_ky, tap_kx = (tuple(k for k in taps for _ in range(cg_in)) for taps in (tap_kz, tap_ky, tap_kx))
+        tap_offsets = [offset + c * dp * plane for offset in tap_offsets for c in range(cg_in)]
     # task rows: one per output row (oz, oy), in output order (the kernels derive each one's phase and
     # indices: deconvolution.h, synet_deconv_row_of)
     nrows = dst[0] * dst[1]
@@ -432,17 +448,17 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
             border_outputs(phases, stride[a], pad_begin[a], src[a], dst[a]) if low or high
             else np.zeros(dst[a], np.int64) for a, (phases, low, high) in enumerate(axes))
         border_x = np.flatnonzero(border_x)
-    kpairs = len(tap_offsets) if depthwise else cgp // 2
+    kpairs = len(tap_offsets) if planar else cgp // 2
     # the FP32 micro-kernel's weights as float32 rows (no unpacking of BF16 pairs in its inner loop: D2, D3,
     # D5 0.88-0.93x the time at avx512 and avx2) where a channel block's weights, twice the bytes, stay well
     # inside L2 (D1's 1 MiB: 1.07-1.12x slower than pairs)
-    wide = int(micro == MICRO_FP32 and not depthwise and len(tap_offsets) * kpairs * min(width, cg_out) * 8 <= WIDE_MAX)
+    wide = int(micro == MICRO_FP32 and not planar and len(tap_offsets) * kpairs * min(width, cg_out) * 8 <= WIDE_MAX)
     weight_offsets: tuple = ()
-    if not depthwise:   # per group, phase and channel block (of `lanes` channels, whole vectors)
+    if not planar:   # per group, phase and channel block (of `lanes` channels, whole vectors)
         block_units = tuple(row_units(wide, (min(width, cg_out - ob * width) + 15) // 16 * 16)
                             for ob in range(nblocks))
         weight_offsets, offset = weight_offsets_of(g, phase_taps, kpairs, block_units)
-    packed_size = geo.src_c * len(tap_offsets) if depthwise else offset + 64
+    packed_size = geo.dst_c * len(tap_offsets) if planar else offset + 64
     table_data, table_bounds = _tables({
         "phase_taps": phase_taps, "phase_tap0": phase_tap0,
         "tap_offsets": tap_offsets, "tap_kz": tap_kz, "tap_ky": tap_ky, "tap_kx": tap_kx,
@@ -454,16 +470,16 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     })
     # a task's run of consecutive output rows: channels first, a row's last part-filled store window waits
     # for the next row of the run (16 rows at most, and >= 64 runs per image, group and channel block)
-    row_run = 1 if nhwc or amx or depthwise else max(1, min(16, nrows // 64))
+    row_run = 1 if nhwc or amx or planar else max(1, min(16, nrows // 64))
     nruns = -(-nrows // row_run)
-    ntasks = batch * ((nrows if nhwc else geo.src_c) if depthwise
+    ntasks = batch * ((nrows if nhwc else geo.dst_c) if planar
                       else g * (amx_runs if amx else nruns * nblocks))
     # an FP32 output far larger than the caches: non-temporal stores of whole lines (channels first: the phases'
     # store windows; channels last: micro-tiles stored from the registers; BF16 outputs gained nothing)
-    stream = int(not (amx or depthwise) and geo.dst_type == DataType.FLOAT32 and
+    stream = int(not (amx or planar) and geo.dst_type == DataType.FLOAT32 and
                  batch * math.prod(dst) * geo.dst_c * 4 >= STREAM_MIN)
     scalars = {
-        "impl": DEPTHWISE if depthwise else GEMM, "micro": micro, "wide_weights": wide, "src_bf16": int(src_bf16),
+        "impl": DEPTHWISE if planar else GEMM, "micro": micro, "wide_weights": wide, "src_bf16": int(src_bf16),
         "dst_bf16": int(geo.dst_type == DataType.BFLOAT16), "nhwc": int(nhwc), "direct": int(direct),
         "act": int(geo.activation), "buf_size": buf_size, "batch": batch, "src_c": geo.src_c, "src_d": src[0],
         "src_h": src[1], "src_w": src[2], "dst_c": geo.dst_c, "dst_d": dst[0], "dst_h": dst[1], "dst_w": dst[2],
@@ -472,7 +488,7 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
         "stride_z": stride[0], "stride_y": stride[1], "stride_x": stride[2], "pad_front": pad_begin[0],
         "pad_top": pad_begin[1], "pad_left": pad_begin[2], "padded_d": dp, "padded_h": hp, "padded_w": wp,
         "pad_low_z": plz, "pad_low_y": ply, "pad_low_x": plx, "cg_padded": cgp, "pixel_stride": cpt,
-        "padded_image": dp * hp * wp * (geo.src_c if depthwise else cpt), "kpairs": kpairs, "block_width": width,
+        "padded_image": dp * hp * wp * (geo.src_c if planar else cpt), "kpairs": kpairs, "block_width": width,
         "weight_strip": fp32_strip if micro == MICRO_FP32 else width, "nblocks": nblocks, "nrows": nrows,
         "nunits": len(unit_s0), "amx_runs": amx_runs, "ntasks": ntasks, "row_run": row_run, "stream": stream,
         "dst_image": math.prod(dst) * geo.dst_c, "pad_rows": pad_rows, "nborder_x": len(border_x),
@@ -493,7 +509,7 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     dst_dtypes = (BFLOAT16, UINT16) if geo.dst_type == DataType.BFLOAT16 else (FLOAT32,)
     return DeconvolutionPlan(conv, geo, batch, compat, scalars["impl"], micro, scalars, table_data, table_bounds,
                              src_shape, dst_shape, src_dtypes, dst_dtypes, weight_shape, packed_size,
-                             geo.src_c if depthwise else g * kpairs, steps)
+                             geo.dst_c if planar else g * kpairs, steps)
 
 
 def weight_array(weight: object, planned: DeconvolutionPlan) -> np.ndarray:
@@ -556,9 +572,10 @@ def unpack_weights(packed: np.ndarray, planned: DeconvolutionPlan) -> np.ndarray
     canon = np.zeros((g, cg_in, *geo.kernel, cg_out), np.float32)   # [group, ci, kz, ky, kx, co]
     taps = (t["tap_kz"], t["tap_ky"], t["tap_kx"])
     if planned.impl == DEPTHWISE:
-        n = s["kpairs"]
-        table = packed.reshape(n, geo.src_c).T if s["nhwc"] else packed.reshape(geo.src_c, n)
-        canon[:, 0, taps[0][:n], taps[1][:n], taps[2][:n], 0] = table
+        n = s["kpairs"]   # [output channel c][tap t]; a planar plan's tap t reads input channel t % cg_in
+        table = packed.reshape(n, geo.dst_c).T if s["nhwc"] else packed.reshape(geo.dst_c, n)
+        channel, tap = np.arange(geo.dst_c)[:, None], np.arange(n)
+        canon[channel // cg_out, tap % cg_in, taps[0][tap], taps[1][tap], taps[2][tap], channel % cg_out] = table
     else:
         phases = s["stride_z"] * s["stride_y"] * s["stride_x"]
         kpairs, width, nblocks = s["kpairs"], s["block_width"], s["nblocks"]

@@ -119,11 +119,13 @@ def probe(seed: int = 0) -> dict[str, np.ndarray]:
                     out[f"qadd folded {t} {n} {act} {name}"] = synet.quantized_add(
                         x, y, a_scale=sa, a_zero=za, b_scale=sb, b_zero=zb, dst_scale=ds, dst_zero=zd,
                         dst_dtype=types[t], activation=act)
-    # Deconvolution: both layouts, FP32 / BF16 in and out, every activation, GEMM and depthwise, 1 and 2 threads
+    # Deconvolution: both layouts, FP32 / BF16 in and out, every activation, GEMM, depthwise and (channels first,
+    # few output channels) planar, 1 and 2 threads
     for fmt in ("NCHW", "NHWC"):
         for src_c, dst_c, group, kernel, stride in ((24, 40, 1, 4, 2), (40, 36, 1, 3, 1), (64, 64, 1, 1, 1),
                                                     (16, 16, 16, 4, 2), (20, 20, 20, 3, 1), (12, 20, 2, 2, 2),
-                                                    (70, 24, 1, 2, 2), (10, 12, 1, 3, 1)):
+                                                    (70, 24, 1, 2, 2), (10, 12, 1, 3, 1), (24, 3, 1, 4, 2),
+                                                    (36, 4, 2, 3, 1)):
             x = rng.standard_normal((2, src_c, 9, 11)).astype(np.float32)
             w = rng.standard_normal((src_c, dst_c // group, kernel, kernel)).astype(np.float32)
             if fmt == "NHWC":

@@ -16,8 +16,8 @@ import synet
 from synet import Activation, ConvParams3d, Deconvolution3d16b
 from synet import _deconvolution_plan as planning
 
-FUNCTIONS = {1: synet.conv_transpose1d, 3: synet.conv_transpose3d}
-LAYOUTS = {1: ("NCL", "NLC"), 3: ("NCDHW", "NDHWC")}
+FUNCTIONS = {1: synet.conv_transpose1d, 2: synet.conv_transpose2d, 3: synet.conv_transpose3d}
+LAYOUTS = {1: ("NCL", "NLC"), 2: ("NCHW", "NHWC"), 3: ("NCDHW", "NDHWC")}
 
 
 @st.composite
@@ -52,7 +52,7 @@ def run_case(case):
     bias = rng.standard_normal(case["c_out"]).astype(np.float32)
     act = case["act"]
     params = rng.uniform(-1, 1, case["c_out"]) if act == Activation.PRELU else None   # None: the defaults
-    channels_last = case["layout"] in ("NLC", "NDHWC")
+    channels_last = case["layout"] in ("NLC", "NHWC", "NDHWC")
     xs = np.moveaxis(x, 1, -1).copy() if channels_last else x
     ws = np.moveaxis(w, 1, -1).copy() if channels_last else w
     if case["src"] == "bf16":
@@ -110,6 +110,58 @@ def test_3d_with_depth_one_is_the_2d_result(layout):
                                  w[:, 0] if layout == "NDHWC" else w[:, :, 0], None, 2, 1,
                                  layout="NHWC" if layout == "NDHWC" else "NCHW")
     assert np.array_equal(three.view(np.uint32).reshape(-1), two.view(np.uint32).reshape(-1))
+
+
+@st.composite
+def planar_cases(draw, dims):
+    """Channels first, 1-4 output channels a group and input x output channels a group <= 192, stride along x
+    <= 2: the planar kernel's plans (any dims, groups, padding, dilation, activation, dtypes, threads)."""
+    case = draw(cases(dims).filter(lambda c: c["stride"][-1] <= 2))
+    groups = draw(st.sampled_from([1, 1, 2, 3]))
+    cg_out = draw(st.integers(1, 4))
+    cg_in = draw(st.integers(1, 192 // cg_out))
+    return dict(case, groups=groups, c_in=groups * cg_in, c_out=groups * cg_out, layout=LAYOUTS[dims][0])
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+@given(data=st.data())
+def test_planar_plans_match_reference(dims, data):
+    """Few output channels channels first (the planar kernel: each output channel's taps over its group's
+    input planes) against the float64 reference, in 1-, 2- and 3-D."""
+    case = data.draw(planar_cases(dims))
+    got, ref, mag, slope = run_case(case)
+    assert_close(got, ref, mag, case["dst"] == "bf16", slope)
+
+
+@pytest.mark.parametrize("c_in, c_out, groups, planar", [
+    (64, 3, 1, True), (32, 1, 1, True), (16, 4, 1, True), (192, 1, 1, True), (4, 8, 2, True), (64, 4, 1, False),
+    (128, 2, 1, False), (16, 8, 1, False), (24, 24, 24, True)])
+def test_planar_kernel_chosen_for_few_output_channels(c_in, c_out, groups, planar):
+    """Channels first with at most 4 output channels a group and 192 input x output channels a group: the
+    planar kernel ("Planar fp32"; a depthwise plan is its one-channel case), else the GEMM; never channels last."""
+    conv = synet.ConvParams.deconvolution(c_in, 8, 8, c_out, 4, 2, pad=1, group=groups)
+    info = synet.Deconvolution16b(1, conv).info()
+    expected = ("Depthwise" if c_in == c_out == groups else "Planar") if planar else "PhaseGemm"
+    assert info.startswith(expected), info
+    nhwc = synet.ConvParams.deconvolution(c_in, 8, 8, c_out, 4, 2, pad=1, group=groups, format="NHWC")
+    assert synet.Deconvolution16b(1, nhwc).info().startswith("Depthwise" if c_in == c_out == groups else "PhaseGemm")
+
+
+def test_planar_context_pickles_and_runs_on_threads():
+    """A planar context: the same bits on 1, 2 and 3 threads, and after a pickle round trip (its packed
+    weights unpacked to the caller's layout and packed again)."""
+    rng = np.random.default_rng(9)
+    conv = synet.ConvParams.deconvolution(48, 13, 21, 6, 4, 2, pad=1, group=2, activation=Activation.PRELU)
+    context = synet.Deconvolution16b(2, conv)
+    w = rng.standard_normal((48, 3, 4, 4)).astype(np.float32)
+    context.set_params(w, rng.standard_normal(6).astype(np.float32), rng.uniform(-1, 1, 6).astype(np.float32))
+    x = rng.standard_normal((2, 48, 13, 21)).astype(np.float32)
+    one = context.forward(x, n_threads=1)
+    assert context.info().startswith("Planar")
+    for threads in (2, 3):
+        assert np.array_equal(one.view(np.uint32), context.forward(x, n_threads=threads).view(np.uint32))
+    copy = pickle.loads(pickle.dumps(context))
+    assert np.array_equal(one.view(np.uint32), copy.forward(x).view(np.uint32))
 
 
 @pytest.mark.parametrize("dims", [1, 3])

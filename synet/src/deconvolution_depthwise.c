@@ -52,13 +52,13 @@ static const char *source_end(const synet_deconv_plan *p, const void *src)
     return (const char *)src + p->batch * p->src_c * plane_bytes(p);
 }
 
-/* row r of the BF16-rounded FP32 copy of the whole source, zero-padded: [n, zp, yp, xp, c] (channels last;
-   rows are tasks of their own) */
+/* row r of the BF16-rounded FP32 copy of the whole source, zero-padded, rows are tasks of their own: channels
+   last [n, zp, yp, xp, c]; channels first (a planar plan, several input channels a group) [n, c, zp, yp, xp] */
 void deconv_depthwise_pad_row(const synet_deconv_plan *p, const void *src, void *image, synet_size r)
 {
-    const synet_size rows = p->padded_d * p->padded_h, n = r / rows, pix = p->src_c;
-    padded_row(p, (const char *)src + n * plane_bytes(p) * pix, (float *)image + n * rows * p->padded_w * pix, pix,
-               r % rows / p->padded_h, r % p->padded_h, p->padded_w * pix, source_end(p, src));
+    const synet_size rows = p->padded_d * p->padded_h, plane = r / rows, pix = p->nhwc ? p->src_c : 1;
+    padded_row(p, (const char *)src + plane * plane_bytes(p) * pix, (float *)image + plane * rows * p->padded_w * pix,
+               pix, r % rows / p->padded_h, r % p->padded_h, p->padded_w * pix, source_end(p, src));
 }
 
 /* One vector of outputs i..i+VW-1 of a phase: sum_t w[t] * s[toff[t] + i], in tap order. BF16 products
@@ -245,6 +245,64 @@ SYNET_INLINE void marching_pair(const float *const *sa, const vfloat *wa, const 
         }
 }
 
+/* Many taps (a planar plan's: taps x input channels, looped, not unrolled): the sums of one phase at source
+   columns i + j VW (j < XB) of rows i, i + s_step, ... (R of them), R x XB vectors summed side by side (one sum
+   alone waits for its previous multiply-add at every tap: 64 -> 3 channels 2x slower), each in tap order as
+   phase_vector's. */
+#define PLANAR_SUMS 8 /* vectors summed side by side */
+SYNET_INLINE void planar_sums(const float *s, const int64_t *toff, const float *w, int64_t ntaps, int64_t i,
+                              int64_t s_step, vfloat acc[PLANAR_SUMS], const int R, const int XB)
+{
+    for (int k = 0; k < R * XB; ++k)
+        acc[k] = (vfloat){};
+    for (int64_t t = 0; t < ntaps; ++t) {
+        const vfloat wt = splat(w[t]);
+        const float *st = s + toff[t] + i;
+        for (int r = 0; r < R; ++r)
+            for (int j = 0; j < XB; ++j)
+                acc[r * XB + j] = multiply_add(wt, load_vf(st + r * s_step + j * VW), acc[r * XB + j]);
+    }
+}
+
+/* phase_run's whole vectors, R rows and XB vectors (of each phase) at a time, for many taps (NT 0); returns the
+   rows done (the rest, and each row's columns from *x_done on, are phase_run's) */
+SYNET_INLINE int64_t planar_block_rows(const phase_rows *q, void *out, vfloat bias, int mode, int64_t full,
+                                       const int pair, const int BF16, const int R, const int XB, int64_t *x_done)
+{
+    const int64_t per = pair ? 2 * VW : VW, step = XB * per;
+    const int64_t blocks = full - full % step, rows = q->rows - q->rows % R;
+    vfloat a[PLANAR_SUMS], b[PLANAR_SUMS];
+    for (int64_t r = 0; r < rows; r += R)
+        for (int64_t x = 0; x < blocks; x += step) {
+            const int64_t i = r * q->s_step + (pair ? x / 2 : x);
+            planar_sums(q->s, q->toff, q->w, q->ntaps, i, q->s_step, a, R, XB);
+            if (pair)
+                planar_sums(q->s_b, q->toff_b, q->w_b, q->ntaps_b, i, q->s_step, b, R, XB);
+            for (int k = 0; k < R; ++k)
+                for (int j = 0; j < XB; ++j) {
+                    const int64_t o = (r + k) * q->out_step + x + j * per;
+                    if (pair)
+                        store_pair(out, o, a[k * XB + j], b[k * XB + j], bias, mode, BF16);
+                    else
+                        store_vf(out, o, finish(a[k * XB + j], bias, mode), BF16);
+                }
+        }
+    *x_done = blocks;
+    return rows;
+}
+
+/* planar_block_rows with the widest blocks a row holds: 4 vectors of 2 rows, 2 of 4, or 1 of 8 */
+SYNET_INLINE int64_t planar_rows(const phase_rows *q, void *out, vfloat bias, int mode, int64_t full, const int pair,
+                                 const int BF16, int64_t *x_done)
+{
+    const int64_t per = pair ? 2 * VW : VW;
+    if (full >= 4 * per)
+        return planar_block_rows(q, out, bias, mode, full, pair, BF16, 2, 4, x_done);
+    if (full >= 2 * per)
+        return planar_block_rows(q, out, bias, mode, full, pair, BF16, 4, 2, x_done);
+    return planar_block_rows(q, out, bias, mode, full, pair, BF16, 8, 1, x_done);
+}
+
 /* q's rows: out[r * out_step + x] for x < nout = phase(i) at source index r * s_step + i, i = x (one phase)
    or, interleaved, i = x / 2 of phase a (x even) or b (x odd). NT > 0 taps (both phases): their weights
    and source rows are loaded once, in registers (the stores to out could alias w, so the compiler would
@@ -277,10 +335,12 @@ SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT, c
         for (; x < full; x += per)
             marching_pair(sa, wa, sb, wb, x, q->rows, q->s_step, out, q->out_step, bias, mode, BF16, 1);
     }
+    int64_t planar_x = 0; /* NT 0: whole vectors of the rows below planar_end from planar_rows */
+    const int64_t planar_end = NT == 0 && !SHARE ? planar_rows(q, out, bias, mode, full, pair, BF16, &planar_x) : 0;
     vfloat lo, hi = {};
     for (int64_t r = 0; r < q->rows; ++r) {
         const int64_t o = r * q->out_step, so = r * q->s_step;
-        int64_t x = SHARE == 2 ? full : 0;
+        int64_t x = SHARE == 2 ? full : (r < planar_end ? planar_x : 0);
         for (; x < full; x += per) {
             vfloat a, b = {};
             phase_sums(q, sa, wa, sb, wb, so + (pair ? x / 2 : x), &a, &b, pair, NT, SHARE);
@@ -431,16 +491,19 @@ static synet_size same_phase_rows(const synet_deconv_plan *p, synet_size r, syne
     return (SYNET_MIN(end, next_plane) - r + p->stride_y - 1) / p->stride_y;
 }
 
-/* Channels first: one (image, channel) plane. Its padded copy is made here (it stays in cache for the
-   taps), then the output rows are assembled in a row buffer, several whole rows at a time where they
-   fit, and stored once, contiguously, with bias and activation. The rows of one phase that follow
-   each other (every stride_y-th) are assembled in one call. */
+/* Channels first: one (image, output channel) plane. Depthwise, its input plane's padded copy is made here
+   (it stays in cache for the taps); planar (several input channels a group, padded by pad_row before the
+   tasks), the taps of a phase run over the group's input planes. The output rows are assembled in a row
+   buffer, several whole rows at a time where they fit, and stored once, contiguously, with bias and
+   activation. The rows of one phase that follow each other (every stride_y-th) are assembled in one call. */
 static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *image, void *dst, synet_size task)
 {
     float buffer[DW_COLS];
-    const synet_size c = task % p->src_c, n = task / p->src_c, sy = p->stride_y;
+    const synet_size c = task % p->dst_c, n = task / p->dst_c, sy = p->stride_y;
+    const synet_size plane = n * p->src_c + c / p->cg_out * p->cg_in; /* the group's first input plane */
     const synet_size plane_rows = p->padded_d * p->padded_h;
-    const float *pad = pad_plane(p, src, image + task * plane_rows * p->padded_w, task);
+    float *first = image + plane * plane_rows * p->padded_w;
+    const float *pad = p->pad_rows ? first : pad_plane(p, src, first, plane);
     const float *w = p->depthwise + c * p->kpairs;
     for (synet_size x0 = 0; x0 < p->dst_w; x0 += DW_COLS) { /* (DW_COLS even: x0 is) */
         const synet_size width = SYNET_MIN(p->dst_w - x0, (synet_size)DW_COLS);
@@ -627,12 +690,15 @@ static void depthwise_row_channels_last(const synet_deconv_plan *p, const float 
 }
 
 
-/* Depthwise unit: channel c's rounded FP32 weights by tap, [c][tap] (NCHW) or [tap][c] (NHWC). */
+/* Depthwise (or planar) unit: output channel c's rounded FP32 weights by tap, [c][tap] (NCHW) or [tap][c]
+   (NHWC); a planar plan's tap t reads input channel t % cg_in of c's group. */
 int deconv_depthwise_pack(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size c, float *table)
 {
     int nonfinite = 0;
+    const synet_size first = c / p->cg_out * p->cg_in, co = c % p->cg_out;
     for (synet_size t = 0; t < p->kpairs; ++t) {
-        const uint16_t h = synet_bf16_from_float(w->w[c * w->ci_step + tap_step(p, w, t)]);
+        const synet_size ci = first + t % p->cg_in;
+        const uint16_t h = synet_bf16_from_float(w->w[ci * w->ci_step + co * w->co_step + tap_step(p, w, t)]);
         nonfinite |= (h & 0x7F80) == 0x7F80;
         table[p->nhwc ? t * p->src_c + c : c * p->kpairs + t] = synet_bf16_to_float(h);
     }
