@@ -147,6 +147,26 @@ def test_planar_kernel_chosen_for_few_output_channels(c_in, c_out, groups, plana
     assert synet.Deconvolution16b(1, nhwc).info().startswith("Depthwise" if c_in == c_out == groups else "PhaseGemm")
 
 
+@pytest.mark.parametrize("act, out_dtype", [("identity", np.float32), ("relu", BF16), ("swish", np.float32),
+                                             ("prelu", BF16)])
+@pytest.mark.parametrize("nonfinite", [False, True])
+def test_planar_wide_rows_and_nonfinite_weights(act, out_dtype, nonfinite):
+    """A planar plan whose rows exceed one assembled chunk (1024 columns), through the buffer and finished in
+    dst, BF16 out; an inf and a NaN weight (the exact-border pass): the reference's values."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((1, 8, 3, 700)).astype(np.float32)
+    w = rng.standard_normal((8, 2, 4, 4)).astype(np.float32)
+    if nonfinite:
+        w[1, 0, 0, 3], w[5, 1, 2, 0] = np.inf, np.nan
+    bias = rng.standard_normal(2).astype(np.float32)
+    params = rng.uniform(-1, 1, 2).astype(np.float32) if act == "prelu" else None
+    got = synet.conv_transpose2d(x, w, bias, 2, 1, activation=act, activation_params=params, out_dtype=out_dtype)
+    ref, mag = reference_nd(bf16_round(x), bf16_round(w), bias, (2, 2), (1, 1), (1, 1), (1, 1), 1)
+    act_enum = Activation[act.upper()]
+    ref = activate(ref, act_enum, params)
+    assert_close(got, ref, mag, out_dtype is BF16, activation_slope(act_enum, params))
+
+
 def test_planar_context_pickles_and_runs_on_threads():
     """A planar context: the same bits on 1, 2 and 3 threads, and after a pickle round trip (its packed
     weights unpacked to the caller's layout and packed again)."""
