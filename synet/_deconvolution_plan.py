@@ -40,10 +40,10 @@ CHANNEL_MULTIPLE = {MICRO_FP32: 2, MICRO_BF16: 4, MICRO_AMX: 32}
 BLOCK = 64          # output channels per packed weight block (SYNET_DECONV_BLOCK)
 AMX_BLOCK = 32
 AMX_RUN = 8         # AMX units a task runs (one unit's stores overlap the next one's tile arithmetic)
-# channels-first plans use the planar kernel up to 4 output channels a group and 192 input x output channels
-# a group (k4 s2 on Zen 5, 1 thread: cin 16 -> 1..4 3.7-1.6x, 64 -> 1..3 2.9-1.1x, 128 -> 1 2.0-2.2x faster
-# than the GEMM; 64 -> 4 0.7-0.8x, 128 -> 2 1.0-1.25x, 16 -> 8 0.96-1.03x)
-PLANAR_MAX_OUT, PLANAR_MAX_WORK = 4, 192
+# channels-first plans of 1-4 output channels a group use the planar kernel up to these input channels a group
+# (k4 s2 on Zen 5, 1 thread, against the GEMM: 16 -> 1..4 3.7-1.6x, 64 -> 1..3 2.9-1.1x, 512 -> 1 1.55x,
+# 96 -> 2 1.3x, 48 -> 4 1.2x faster; 64 -> 4 0.7-0.8x, 128 -> 2 1.0-1.25x, 128 -> 3 0.75-0.9x, 1024 -> 1 1.09x)
+PLANAR_MAX_IN = {1: 512, 2: 96, 3: 64, 4: 48}
 MAX_PLAN = 1 << 24  # table entries (phases x taps, rows, columns) a geometry may need
 STREAM_MIN = 4 << 20  # output bytes from which whole lines of it bypass the caches
 WIDE_MAX = 512 << 10  # bytes of one channel block's float32 weights up to which the FP32 micro-kernel gets them
@@ -358,10 +358,9 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     soft = bool(compat & BF16_SOFT)
     # channels first with few output channels a group: the depthwise kernel's planes, each output channel's
     # taps running over its group's input planes (the GEMM's output blocks would hold 1-4 valid of 16 lanes;
-    # each planar output channel reads all the group's input planes again, so only up to PLANAR_MAX_WORK). The
+    # each planar output channel reads all the group's input planes again, so only up to PLANAR_MAX_IN). The
     # same choice at every level, AMX's too: the kernels sum in different orders.
-    planar = depthwise or (not nhwc and cg_out <= PLANAR_MAX_OUT and cg_in * cg_out <= PLANAR_MAX_WORK and
-                           stride[2] <= 2)
+    planar = depthwise or (not nhwc and cg_in <= PLANAR_MAX_IN.get(cg_out, 0) and stride[2] <= 2)
     amx = not soft and micro_amx and cg_in >= 16 and not planar and bool(amx_permission())
     micro = MICRO_AMX if amx else (MICRO_BF16 if micro_bf16 and not soft else MICRO_FP32)
     width = AMX_BLOCK if amx else BLOCK

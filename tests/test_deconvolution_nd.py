@@ -119,7 +119,7 @@ def planar_cases(draw, dims):
     case = draw(cases(dims).filter(lambda c: c["stride"][-1] <= 2))
     groups = draw(st.sampled_from([1, 1, 2, 3]))
     cg_out = draw(st.integers(1, 4))
-    cg_in = draw(st.integers(1, 192 // cg_out))
+    cg_in = draw(st.integers(1, planning.PLANAR_MAX_IN[cg_out]))
     return dict(case, groups=groups, c_in=groups * cg_in, c_out=groups * cg_out, layout=LAYOUTS[dims][0])
 
 
@@ -134,11 +134,13 @@ def test_planar_plans_match_reference(dims, data):
 
 
 @pytest.mark.parametrize("c_in, c_out, groups, planar", [
-    (64, 3, 1, True), (32, 1, 1, True), (16, 4, 1, True), (192, 1, 1, True), (4, 8, 2, True), (64, 4, 1, False),
-    (128, 2, 1, False), (16, 8, 1, False), (24, 24, 24, True)])
+    (64, 3, 1, True), (32, 1, 1, True), (48, 4, 1, True), (512, 1, 1, True), (96, 2, 1, True), (4, 8, 2, True),
+    (64, 4, 1, False), (128, 2, 1, False), (65, 3, 1, False), (513, 1, 1, False), (16, 8, 1, False),
+    (24, 24, 24, True)])
 def test_planar_kernel_chosen_for_few_output_channels(c_in, c_out, groups, planar):
-    """Channels first with at most 4 output channels a group and 192 input x output channels a group: the
-    planar kernel ("Planar fp32"; a depthwise plan is its one-channel case), else the GEMM; never channels last."""
+    """Channels first with 1-4 output channels a group and at most PLANAR_MAX_IN input channels a group for
+    them: the planar kernel ("Planar fp32"; a depthwise plan is its one-channel case), else the GEMM; never
+    channels last."""
     conv = synet.ConvParams.deconvolution(c_in, 8, 8, c_out, 4, 2, pad=1, group=groups)
     info = synet.Deconvolution16b(1, conv).info()
     expected = ("Depthwise" if c_in == c_out == groups else "Planar") if planar else "PhaseGemm"
