@@ -44,6 +44,7 @@ AMX_RUN = 8         # AMX units a task runs (one unit's stores overlap the next 
 # (k4 s2 on Zen 5, 1 thread, against the GEMM: 16 -> 1..4 3.7-1.6x, 64 -> 1..3 2.9-1.1x, 512 -> 1 1.55x,
 # 96 -> 2 1.3x, 48 -> 4 1.2x faster; 64 -> 4 0.7-0.8x, 128 -> 2 1.0-1.25x, 128 -> 3 0.75-0.9x, 1024 -> 1 1.09x)
 PLANAR_MAX_IN = {1: 512, 2: 96, 3: 64, 4: 48}
+PLANAR_BAND = 16    # output rows of a planar plane's task
 MAX_PLAN = 1 << 24  # table entries (phases x taps, rows, columns) a geometry may need
 STREAM_MIN = 4 << 20  # output bytes from which whole lines of it bypass the caches
 WIDE_MAX = 512 << 10  # bytes of one channel block's float32 weights up to which the FP32 micro-kernel gets them
@@ -467,11 +468,18 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
         "seg_phase": seg_phase, "weight_offsets": weight_offsets,
         "border_z": border_z, "border_y": border_y, "border_x": border_x,
     })
-    # a task's run of consecutive output rows: channels first, a row's last part-filled store window waits
-    # for the next row of the run (16 rows at most, and >= 64 runs per image, group and channel block)
-    row_run = 1 if nhwc or amx or planar else max(1, min(16, nrows // 64))
+    # channels first, not AMX: a task's run of consecutive output rows. The GEMM's: a row's last part-filled
+    # store window waits for the next row of the run (16 rows at most, and >= 64 runs per image, group and
+    # channel block); planar: bands of PLANAR_BAND rows, each plane's (so that a few output channels keep both
+    # threads busy: 64 -> 3 on 2 threads 0.67x -> 0.5x the time); depthwise: the whole plane (its task pads it)
+    if nhwc or amx:
+        row_run = 1
+    elif planar:
+        row_run = nrows if depthwise else PLANAR_BAND
+    else:
+        row_run = max(1, min(16, nrows // 64))
     nruns = -(-nrows // row_run)
-    ntasks = batch * ((nrows if nhwc else geo.dst_c) if planar
+    ntasks = batch * ((nrows if nhwc else geo.dst_c * nruns) if planar
                       else g * (amx_runs if amx else nruns * nblocks))
     # an FP32 output far larger than the caches: non-temporal stores of whole lines (channels first: the phases'
     # store windows; channels last: micro-tiles stored from the registers; BF16 outputs gained nothing)

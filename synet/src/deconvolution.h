@@ -48,7 +48,8 @@ typedef struct synet_deconv_plan {
                                 block_width (whole rows) */
     synet_size nblocks, nrows, nunits, ntasks, dst_image;
     /* GEMM, not AMX: a task's consecutive rows (output order); channels first: whole 64-byte output windows
-       stored past the caches (an output far larger than they are) */
+       stored past the caches (an output far larger than they are). Channels-first depthwise / planar: the
+       output rows of a plane's task (a depthwise plane: all of them) */
     synet_size row_run;
     int stream;
     synet_size pad_rows;    /* rows of the padded image the run fills (0: direct) */

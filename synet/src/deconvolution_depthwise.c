@@ -499,6 +499,11 @@ static synet_size same_phase_rows(const synet_deconv_plan *p, synet_size r, syne
 static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *image, void *dst, synet_size task)
 {
     float buffer[DW_COLS];
+    /* a planar plane's output rows come in bands of row_run, one a task (a depthwise plane is one band: its
+       task pads its source plane) */
+    const synet_size bands = (p->nrows + p->row_run - 1) / p->row_run, band = task % bands;
+    const synet_size row_begin = band * p->row_run, row_end = SYNET_MIN(p->nrows, row_begin + p->row_run);
+    task /= bands;
     const synet_size c = task % p->dst_c, n = task / p->dst_c, sy = p->stride_y;
     const synet_size plane = n * p->src_c + c / p->cg_out * p->cg_in; /* the group's first input plane */
     const synet_size plane_rows = p->padded_d * p->padded_h;
@@ -516,9 +521,9 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
            go to dst (each phase's rows in one call, its weights and tap pointers set up once: D4 0.18 ->
            0.155 ms), as many as the buffer holds when they go through it; otherwise one row at a time */
         const int whole = width == p->dst_w && p->nrows == p->dst_d * p->dst_h;
-        const synet_size batch = whole ? (mode ? p->nrows : DW_COLS / width) : 1;
-        for (synet_size r0 = 0; r0 < p->nrows; r0 += batch) {
-            const synet_size nb = SYNET_MIN(batch, p->nrows - r0);
+        const synet_size batch = whole ? (mode ? row_end - row_begin : DW_COLS / width) : 1;
+        for (synet_size r0 = row_begin; r0 < row_end; r0 += batch) {
+            const synet_size nb = SYNET_MIN(batch, row_end - r0);
             const synet_deconv_row row = synet_deconv_row_of(p, r0);
             const synet_size oy = row.oy, oz = row.oz;
             const synet_size at = (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w + x0;
