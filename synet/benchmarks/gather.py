@@ -25,7 +25,7 @@ def _gather_workload(name, title, dtype, index_dtype, outer, src_count, inner, i
             broadcast = np.broadcast_to(rng.integers(low, src_count, (1, *shape[1:])).astype(index_dtype), shape)
             indices = np.ascontiguousarray(broadcast)
         else:
-            indices = rng.integers(low, src_count, shape).astype(index_dtype)
+            indices = np.ascontiguousarray(rng.integers(low, src_count, shape), dtype=index_dtype)
         positive = np.where(indices < 0, indices + src_count, indices)
         dst = np.empty(shape, dtype=dtype)
         context = synet.GatherElements(dtype, index_dtype, repeated_outer, 1, list(outer), src_count, inner,
