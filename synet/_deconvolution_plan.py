@@ -383,12 +383,14 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     row, plane = wp * pix, hp * wp * pix
     # taps per phase (rz, ry, rx), kz-major, with their offsets in the padded image and kernel positions
     phase_taps, phase_tap0, tap_kz, tap_ky, tap_kx, tap_oz, tap_oy, tap_ox = phase_tap_lists(stride, dilation, kernel)
-    tap_offsets = [oz * plane + oy * row + ox * pix for oz, oy, ox in zip(tap_oz, tap_oy, tap_ox)]
-    if planar and not depthwise:   # each tap over the group's input planes, in order (deconv_depthwise_pack)
-        phase_taps = tuple(n * cg_in for n in phase_taps)
-        phase_tap0 = tuple(n * cg_in for n in phase_tap0)
-        tap_kz, tap_ky, tap_kx = (tuple(k for k in taps for _ in range(cg_in)) for taps in (tap_kz, tap_ky, tap_kx))
-        tap_offsets = [offset + c * dp * plane for offset in tap_offsets for c in range(cg_in)]
+    # a planar plan: each tap over the group's input planes, in order (deconv_depthwise_pack)
+    planes = cg_in if planar and not depthwise else 1
+    tap_offsets = [oz * plane + oy * row + ox * pix + c * dp * plane
+                   for oz, oy, ox in zip(tap_oz, tap_oy, tap_ox) for c in range(planes)]
+    if planes > 1:
+        phase_taps = tuple(n * planes for n in phase_taps)
+        phase_tap0 = tuple(n * planes for n in phase_tap0)
+        tap_kz, tap_ky, tap_kx = (tuple(k for k in taps for _ in range(planes)) for taps in (tap_kz, tap_ky, tap_kx))
     # task rows: one per output row (oz, oy), in output order (the kernels derive each one's phase and
     # indices: deconvolution.h, synet_deconv_row_of)
     nrows = dst[0] * dst[1]

@@ -442,11 +442,9 @@ cdef object _gather_rows(data, indices, axis, out, int threads):
             return None   # a sub-block: the general path
     cdef Py_ssize_t src_count = data.shape[ax]
     rows = np.array(rows, np.int64)                     # normalised in place: never the caller's memory
-    bad = (rows < -src_count) | (rows >= src_count)
-    if bad.any():
-        position = int(np.argmax(bad.reshape(-1)))
-        raise _out_of_range(np.unravel_index(position, rows.shape) + (0,) * (nd - ax - 1),
-                            int(rows.reshape(-1)[position]), ax, src_count)
+    if ((rows < -src_count) | (rows >= src_count)).any():
+        position, value = planning.first_bad(rows, src_count)
+        raise _out_of_range(np.unravel_index(position, rows.shape) + (0,) * (nd - ax - 1), value, ax, src_count)
     rows[rows < 0] += src_count
     src = np.ascontiguousarray(data)
     if out is None:
