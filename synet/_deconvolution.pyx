@@ -88,6 +88,10 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
             p.dst_image != p.dst_d * p.dst_h * p.dst_w * p.dst_c or p.nrows != p.dst_d * p.dst_h or \
             min(p.pad_front, p.pad_top, p.pad_left) < 0:
         return SYNET_VALUE_ERROR
+    if p.impl == SYNET_DECONV_DEPTHWISE and (
+            p.ntasks != p.batch * (p.nrows if p.nhwc else p.group * ((p.nrows + p.row_run - 1) // p.row_run)) or
+            (p.cg_out > 1 and (p.nhwc or p.stride_x > 2 or p.cg_out > 4))):
+        return SYNET_VALUE_ERROR   # the depthwise kernel's tasks, and a planar group's output channels
     if p.phase_taps == NULL or p.phase_tap0 == NULL or p.tap_offsets == NULL or p.col_first == NULL or \
             p.col_count == NULL:
         return SYNET_VALUE_ERROR

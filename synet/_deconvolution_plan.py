@@ -40,10 +40,11 @@ CHANNEL_MULTIPLE = {MICRO_FP32: 2, MICRO_BF16: 4, MICRO_AMX: 32}
 BLOCK = 64          # output channels per packed weight block (SYNET_DECONV_BLOCK)
 AMX_BLOCK = 32
 AMX_RUN = 8         # AMX units a task runs (one unit's stores overlap the next one's tile arithmetic)
-# channels-first plans of 1-4 output channels a group use the planar kernel up to these input channels a group
-# (k4 s2 on Zen 5, 1 thread, against the GEMM: 16 -> 1..4 3.7-1.6x, 64 -> 1..3 2.9-1.1x, 512 -> 1 1.55x,
-# 96 -> 2 1.3x, 48 -> 4 1.2x faster; 64 -> 4 0.7-0.8x, 128 -> 2 1.0-1.25x, 128 -> 3 0.75-0.9x, 1024 -> 1 1.09x)
-PLANAR_MAX_IN = {1: 512, 2: 96, 3: 64, 4: 48}
+# channels-first plans of 1-4 output channels a group use the planar kernel up to these input channels a group,
+# for output rows of at least the key's columns (narrower: the GEMM). Zen 5, 1 thread, planar against the GEMM,
+# k4 s2 / k3 s1 / k2 s2: rows of >= 64, 16..1024 -> 1..4 1.1-3.6x faster; of 32-63, 64 -> 1, 2 1.15-1.8x,
+# 16 -> 3, 4 1.0-2.0x, 256 -> 1..4 0.73-1.13x, 64 -> 3, 4 0.84-1.45x; of 16, 64 -> 1 0.63-1.07x, 16 -> 4 0.47-1.0x
+PLANAR_MAX_IN = {64: {1: 1024, 2: 1024, 3: 1024, 4: 1024}, 32: {1: 64, 2: 64, 3: 16, 4: 16}}
 PLANAR_BAND = 16    # output rows of a planar plane's task
 MAX_PLAN = 1 << 24  # table entries (phases x taps, rows, columns) a geometry may need
 STREAM_MIN = 4 << 20  # output bytes from which whole lines of it bypass the caches
@@ -357,11 +358,11 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     dp, hp, wp = src[0] + plz + phz, src[1] + ply + phy, src[2] + plx + phx
     src_bf16 = geo.src_type == DataType.BFLOAT16
     soft = bool(compat & BF16_SOFT)
-    # channels first with few output channels a group: the depthwise kernel's planes, each output channel's
-    # taps running over its group's input planes (the GEMM's output blocks would hold 1-4 valid of 16 lanes;
-    # each planar output channel reads all the group's input planes again, so only up to PLANAR_MAX_IN). The
-    # same choice at every level, AMX's too: the kernels sum in different orders.
-    planar = depthwise or (not nhwc and cg_in <= PLANAR_MAX_IN.get(cg_out, 0) and stride[2] <= 2)
+    # channels first with few output channels a group: the depthwise kernel's planes, the group's output
+    # channels' taps running over its input planes together (the GEMM's output blocks would hold 1-4 valid of 16
+    # lanes; the planar kernel's vectors run along rows, so it wants wide ones: PLANAR_MAX_IN). The same choice
+    # at every level, AMX's too: the kernels sum in different orders.
+    planar = depthwise or (not nhwc and stride[2] <= 2 and cg_in <= planar_max_in(cg_out, dst[2]))
     amx = not soft and micro_amx and cg_in >= 16 and not planar and bool(amx_permission())
     micro = MICRO_AMX if amx else (MICRO_BF16 if micro_bf16 and not soft else MICRO_FP32)
     width = AMX_BLOCK if amx else BLOCK
@@ -383,14 +384,18 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     row, plane = wp * pix, hp * wp * pix
     # taps per phase (rz, ry, rx), kz-major, with their offsets in the padded image and kernel positions
     phase_taps, phase_tap0, tap_kz, tap_ky, tap_kx, tap_oz, tap_oy, tap_ox = phase_tap_lists(stride, dilation, kernel)
-    # a planar plan: each tap over the group's input planes, in order (deconv_depthwise_pack)
+    # a planar plan: a phase's taps over each of the group's input planes in turn, plane-major (the plane's
+    # taps read neighbouring rows, in L1 cache; tap-major, each tap ran over all the planes: 64 -> 3 1.5x
+    # slower), deconv_depthwise_pack's order
     planes = cg_in if planar and not depthwise else 1
-    tap_offsets = [oz * plane + oy * row + ox * pix + c * dp * plane
-                   for oz, oy, ox in zip(tap_oz, tap_oy, tap_ox) for c in range(planes)]
     if planes > 1:
+        order = [(t, c) for p0, p1 in zip(phase_tap0, phase_tap0[1:]) for c in range(planes) for t in range(p0, p1)]
+        tap_offsets = [tap_oz[t] * plane + tap_oy[t] * row + tap_ox[t] * pix + c * dp * plane for t, c in order]
         phase_taps = tuple(n * planes for n in phase_taps)
         phase_tap0 = tuple(n * planes for n in phase_tap0)
-        tap_kz, tap_ky, tap_kx = (tuple(k for k in taps for _ in range(planes)) for taps in (tap_kz, tap_ky, tap_kx))
+        tap_kz, tap_ky, tap_kx = (tuple(taps[t] for t, _ in order) for taps in (tap_kz, tap_ky, tap_kx))
+    else:
+        tap_offsets = [oz * plane + oy * row + ox * pix for oz, oy, ox in zip(tap_oz, tap_oy, tap_ox)]
     # task rows: one per output row (oz, oy), in output order (the kernels derive each one's phase and
     # indices: deconvolution.h, synet_deconv_row_of)
     nrows = dst[0] * dst[1]
@@ -481,7 +486,7 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     else:
         row_run = max(1, min(16, nrows // 64))
     nruns = -(-nrows // row_run)
-    ntasks = batch * ((nrows if nhwc else geo.dst_c * nruns) if planar
+    ntasks = batch * ((nrows if nhwc else g * nruns) if planar
                       else g * (amx_runs if amx else nruns * nblocks))
     # an FP32 output far larger than the caches: non-temporal stores of whole lines (channels first: the phases'
     # store windows; channels last: micro-tiles stored from the registers; BF16 outputs gained nothing)
@@ -573,6 +578,21 @@ def row_units(wide: int, lanes: int) -> int:
     return lanes * (4 if wide else 2)
 
 
+def planar_max_in(cg_out: int, width: int) -> int:
+    """The most input channels a group a planar plan of cg_out output channels a group and output rows of
+    `width` columns may have (0: none)."""
+    return max((limits.get(cg_out, 0) for least, limits in PLANAR_MAX_IN.items() if width >= least), default=0)
+
+
+def tap_channels(phase_taps: np.ndarray, phase_tap0: np.ndarray, cg_in: int) -> np.ndarray:
+    """The input channel (in its group) each tap of a depthwise / planar plan reads: a phase's taps run over
+    the group's planes in turn, phase_taps / cg_in taps each (deconv_depthwise_pack)."""
+    counts = np.asarray(phase_taps, np.int64)
+    phase = np.repeat(np.arange(counts.size), counts)
+    start = np.asarray(phase_tap0, np.int64)[:-1][phase]
+    return (np.arange(phase.size) - start) // (counts[phase] // cg_in)
+
+
 def unpack_weights(packed: np.ndarray, planned: DeconvolutionPlan) -> np.ndarray:
     """The packed weights back in the caller's layout, as float32 (BF16-rounded values): packing them
     again gives the same packed bits (pickling keeps these, never the packed buffer)."""
@@ -581,10 +601,11 @@ def unpack_weights(packed: np.ndarray, planned: DeconvolutionPlan) -> np.ndarray
     canon = np.zeros((g, cg_in, *geo.kernel, cg_out), np.float32)   # [group, ci, kz, ky, kx, co]
     taps = (t["tap_kz"], t["tap_ky"], t["tap_kx"])
     if planned.impl == DEPTHWISE:
-        n = s["kpairs"]   # [output channel c][tap t]; a planar plan's tap t reads input channel t % cg_in
+        n = s["kpairs"]   # [output channel c][tap t]; a planar plan's tap t reads the input channel tap_channels
         table = packed.reshape(n, geo.dst_c).T if s["nhwc"] else packed.reshape(geo.dst_c, n)
         channel, tap = np.arange(geo.dst_c)[:, None], np.arange(n)
-        canon[channel // cg_out, tap % cg_in, taps[0][tap], taps[1][tap], taps[2][tap], channel % cg_out] = table
+        ci = tap_channels(t["phase_taps"], t["phase_tap0"], cg_in)
+        canon[channel // cg_out, ci[tap], taps[0][tap], taps[1][tap], taps[2][tap], channel % cg_out] = table
     else:
         phases = s["stride_z"] * s["stride_y"] * s["stride_x"]
         kpairs, width, nblocks = s["kpairs"], s["block_width"], s["nblocks"]

@@ -122,11 +122,11 @@ def probe(seed: int = 0) -> dict[str, np.ndarray]:
     # Deconvolution: both layouts, FP32 / BF16 in and out, every activation, GEMM, depthwise and (channels first,
     # few output channels) planar, 1 and 2 threads
     for fmt in ("NCHW", "NHWC"):
-        for src_c, dst_c, group, kernel, stride in ((24, 40, 1, 4, 2), (40, 36, 1, 3, 1), (64, 64, 1, 1, 1),
-                                                    (16, 16, 16, 4, 2), (20, 20, 20, 3, 1), (12, 20, 2, 2, 2),
-                                                    (70, 24, 1, 2, 2), (10, 12, 1, 3, 1), (24, 3, 1, 4, 2),
-                                                    (36, 4, 2, 3, 1)):
-            x = rng.standard_normal((2, src_c, 9, 11)).astype(np.float32)
+        for src_c, dst_c, group, kernel, stride, width in (
+                (24, 40, 1, 4, 2, 11), (40, 36, 1, 3, 1, 11), (64, 64, 1, 1, 1, 11), (16, 16, 16, 4, 2, 11),
+                (20, 20, 20, 3, 1, 11), (12, 20, 2, 2, 2, 11), (70, 24, 1, 2, 2, 11), (10, 12, 1, 3, 1, 11),
+                (24, 3, 1, 4, 2, 40), (32, 4, 2, 3, 1, 37), (64, 2, 1, 4, 2, 19)):   # (the last three planar)
+            x = rng.standard_normal((2, src_c, 9, width)).astype(np.float32)
             w = rng.standard_normal((src_c, dst_c // group, kernel, kernel)).astype(np.float32)
             if fmt == "NHWC":
                 x, w = x.transpose(0, 2, 3, 1).copy(), w.transpose(0, 2, 3, 1).copy()

@@ -1,6 +1,7 @@
 """conv_transpose1d / conv_transpose3d and Deconvolution3d16b against an independent float64 reference
 (and PyTorch in float64 where installed); 1-D and 3-D agree bit for bit with the 2-D form."""
 
+import contextlib
 import os
 import pickle
 import subprocess
@@ -21,14 +22,16 @@ LAYOUTS = {1: ("NCL", "NLC"), 2: ("NCHW", "NHWC"), 3: ("NCDHW", "NDHWC")}
 
 
 @st.composite
-def cases(draw, dims):
+def cases(draw, dims, width=None):
+    """A transposed convolution of `dims` dimensions, small; `width` draws the last axis's size if given."""
     groups = draw(st.sampled_from([1, 1, 2, "depthwise"]))
     if groups == "depthwise":
         groups = c_in = c_out = draw(st.integers(1, 6))
     else:
         c_in = groups * draw(st.integers(1, 20 if dims == 1 else 9))
         c_out = groups * draw(st.integers(1, 20 if dims == 1 else 9))
-    size = tuple(draw(st.integers(1, 9 if dims == 1 else 4)) for _ in range(dims))
+    size = tuple(draw(st.integers(1, 9 if dims == 1 else 4)) for _ in range(dims if width is None else dims - 1))
+    size += () if width is None else (draw(width),)
     kernel = tuple(draw(st.integers(1, 4 if dims == 1 else 3)) for _ in range(dims))
     stride = tuple(draw(st.integers(1, 3)) for _ in range(dims))
     dilation = tuple(draw(st.integers(1, 2)) for _ in range(dims))
@@ -112,40 +115,58 @@ def test_3d_with_depth_one_is_the_2d_result(layout):
     assert np.array_equal(three.view(np.uint32).reshape(-1), two.view(np.uint32).reshape(-1))
 
 
+@contextlib.contextmanager
+def planar_everywhere():
+    """The planar kernel for every channels-first plan of 1-4 output channels and up to 192 input channels a
+    group, its narrow rows too (the functional forms' plan caches emptied before and after)."""
+    chosen = planning.PLANAR_MAX_IN
+    planning.PLANAR_MAX_IN = {1: dict.fromkeys(range(1, 5), 192)}
+    synet.clear_plan_cache()
+    try:
+        yield
+    finally:
+        planning.PLANAR_MAX_IN = chosen
+        synet.clear_plan_cache()
+
+
 @st.composite
 def planar_cases(draw, dims):
     """Channels first, 1-4 output channels a group and input x output channels a group <= 192, stride along x
-    <= 2: the planar kernel's plans (any dims, groups, padding, dilation, activation, dtypes, threads)."""
-    case = draw(cases(dims).filter(lambda c: c["stride"][-1] <= 2))
+    <= 2: the planar kernel's plans under planar_everywhere (any dims, groups, padding, dilation, activation,
+    dtypes, threads)."""
+    # rows up to 60 wide: whole vectors, summed by blocks of rows and channels, and tails
+    case = draw(cases(dims, width=st.integers(1, 60)).filter(lambda c: c["stride"][-1] <= 2))
     groups = draw(st.sampled_from([1, 1, 2, 3]))
     cg_out = draw(st.integers(1, 4))
-    cg_in = draw(st.integers(1, planning.PLANAR_MAX_IN[cg_out]))
+    cg_in = draw(st.integers(1, 192))
     return dict(case, groups=groups, c_in=groups * cg_in, c_out=groups * cg_out, layout=LAYOUTS[dims][0])
 
 
 @pytest.mark.parametrize("dims", [1, 2, 3])
 @given(data=st.data())
 def test_planar_plans_match_reference(dims, data):
-    """Few output channels channels first (the planar kernel: each output channel's taps over its group's
-    input planes) against the float64 reference, in 1-, 2- and 3-D."""
+    """Few output channels channels first (the planar kernel: a group's output channels' taps over its input
+    planes) against the float64 reference, in 1-, 2- and 3-D."""
     case = data.draw(planar_cases(dims))
-    got, ref, mag, slope = run_case(case)
+    with planar_everywhere():
+        got, ref, mag, slope = run_case(case)
     assert_close(got, ref, mag, case["dst"] == "bf16", slope)
 
 
-@pytest.mark.parametrize("c_in, c_out, groups, planar", [
-    (64, 3, 1, True), (32, 1, 1, True), (48, 4, 1, True), (512, 1, 1, True), (96, 2, 1, True), (4, 8, 2, True),
-    (64, 4, 1, False), (128, 2, 1, False), (65, 3, 1, False), (513, 1, 1, False), (16, 8, 1, False),
-    (24, 24, 24, True)])
-def test_planar_kernel_chosen_for_few_output_channels(c_in, c_out, groups, planar):
-    """Channels first with 1-4 output channels a group and at most PLANAR_MAX_IN input channels a group for
-    them: the planar kernel ("Planar fp32"; a depthwise plan is its one-channel case), else the GEMM; never
-    channels last."""
-    conv = synet.ConvParams.deconvolution(c_in, 8, 8, c_out, 4, 2, pad=1, group=groups)
+@pytest.mark.parametrize("c_in, c_out, groups, width, planar", [
+    (64, 3, 1, 32, True), (1024, 1, 1, 32, True), (4096, 4, 4, 32, True), (4, 8, 2, 32, True),
+    (24, 24, 24, 8, True), (1025, 1, 1, 32, False), (16, 8, 1, 32, False), (16, 1, 1, 15, False),
+    (64, 2, 1, 16, True), (65, 2, 1, 16, False), (16, 4, 1, 16, True), (17, 3, 1, 16, False),
+    (64, 4, 1, 15, False)])
+def test_planar_kernel_chosen_for_few_output_channels(c_in, c_out, groups, width, planar):
+    """Channels first with 1-4 output channels a group, output rows of >= 32 columns and at most PLANAR_MAX_IN
+    input channels a group for them (k4 s2 p1: 2 x width output columns): the planar kernel ("Planar fp32"; a
+    depthwise plan is its one-channel case, at every width), else the GEMM; never channels last."""
+    conv = synet.ConvParams.deconvolution(c_in, 4, width, c_out, 4, 2, pad=1, group=groups)
     info = synet.Deconvolution16b(1, conv).info()
     expected = ("Depthwise" if c_in == c_out == groups else "Planar") if planar else "PhaseGemm"
     assert info.startswith(expected), info
-    nhwc = synet.ConvParams.deconvolution(c_in, 8, 8, c_out, 4, 2, pad=1, group=groups, format="NHWC")
+    nhwc = synet.ConvParams.deconvolution(c_in, 4, width, c_out, 4, 2, pad=1, group=groups, format="NHWC")
     assert synet.Deconvolution16b(1, nhwc).info().startswith("Depthwise" if c_in == c_out == groups else "PhaseGemm")
 
 
@@ -173,11 +194,11 @@ def test_planar_context_pickles_and_runs_on_threads():
     """A planar context: the same bits on 1, 2 and 3 threads, and after a pickle round trip (its packed
     weights unpacked to the caller's layout and packed again)."""
     rng = np.random.default_rng(9)
-    conv = synet.ConvParams.deconvolution(48, 13, 21, 6, 4, 2, pad=1, group=2, activation=Activation.PRELU)
+    conv = synet.ConvParams.deconvolution(48, 13, 37, 6, 4, 2, pad=1, group=2, activation=Activation.PRELU)
     context = synet.Deconvolution16b(2, conv)
     w = rng.standard_normal((48, 3, 4, 4)).astype(np.float32)
     context.set_params(w, rng.standard_normal(6).astype(np.float32), rng.uniform(-1, 1, 6).astype(np.float32))
-    x = rng.standard_normal((2, 48, 13, 21)).astype(np.float32)
+    x = rng.standard_normal((2, 48, 13, 37)).astype(np.float32)
     one = context.forward(x, n_threads=1)
     assert context.info().startswith("Planar")
     for threads in (2, 3):

@@ -9,7 +9,23 @@
 #include "deconvolution_level.h"
 
 #define DW_COLS 1024 /* output columns of one channels-first row assembled at a time */
-#define DW_UNROLL_MAX 9 /* the most taps phase_columns unrolls */
+#define DW_UNROLL_MAX 9 /* the most taps the kernels unroll */
+#define PLANAR_OUT_MAX 4 /* output channels a planar group, at most (the plan's PLANAR_MAX_IN) */
+#define UNROLLED_TAPS(X) X(1) X(2) X(3) X(4) X(6) X(8) X(9) /* the tap counts they unroll */
+
+/* n if the kernels unroll n taps, else 0 */
+static int64_t unrolled_taps(int64_t n)
+{
+#define UNROLLED(NT) \
+    case NT:
+    switch (n) {
+        UNROLLED_TAPS(UNROLLED)
+        return n;
+    default:
+        return 0;
+    }
+#undef UNROLLED
+}
 
 /* Row (zp, yp) of one image's (or channels first, one plane's) BF16-rounded FP32 copy at
    image, `pix` floats a column, from its source at src: zeros where the row is outside src, else the
@@ -112,6 +128,9 @@ typedef struct phase_rows {
     const float *bias;            /* finish_mode > 0: out = the finished sums, with bias[0] */
     int mode;                     /* finish_mode, or 0: the raw sums (to the buffer) */
     int bf16;
+    int64_t channels;             /* output channels (a planar group's 1-4; else 1): channel k's weights at */
+    int64_t w_step, out_step_c;   /* w + k w_step (w_b too), its outputs at out + k out_step_c, bias bias[k] */
+    int64_t done_rows, done_x;    /* the rows below done_rows have their outputs below done_x (planar_rows) */
 } phase_rows;
 
 /* How the depthwise kernels store outputs with IDENTITY / RELU themselves, from the sums in registers,
@@ -245,62 +264,104 @@ SYNET_INLINE void marching_pair(const float *const *sa, const vfloat *wa, const 
         }
 }
 
-/* Many taps (a planar plan's: taps x input channels, looped, not unrolled): the sums of one phase at source
-   columns i + j VW (j < XB) of rows i, i + s_step, ... (R of them), R x XB vectors summed side by side (one sum
-   alone waits for its previous multiply-add at every tap: 64 -> 3 channels 2x slower), each in tap order as
-   phase_vector's. */
-#define PLANAR_SUMS 8 /* vectors summed side by side */
-SYNET_INLINE void planar_sums(const float *s, const int64_t *toff, const float *w, int64_t ntaps, int64_t i,
-                              int64_t s_step, vfloat acc[PLANAR_SUMS], const int R, const int XB)
+/* Many taps (a planar plan's: taps x input channels, looped, not unrolled): the sums of CO output channels
+   (weights w + k w_step) of one phase at source columns i + j VW (j < XB) of rows i, i + s_step, ... (R of
+   them), CO x R x XB vectors summed side by side (one sum alone waits for its previous multiply-add at every
+   tap: 64 -> 3 channels 2x slower), each source vector loaded once for the CO channels' multiply-adds, each
+   sum in tap order as phase_vector's (each loaded vector in a register: folded into the CO multiply-adds,
+   the loads crossed cache lines CO times; 64 -> 3 1.14x slower). acc[(k R + r) XB + j]. */
+#define PLANAR_SUMS 24 /* vectors summed side by side, at most */
+SYNET_INLINE void planar_sums(const float *s, const int64_t *toff, const float *w, int64_t w_step, int64_t ntaps,
+                              int64_t i, int64_t s_step, vfloat acc[PLANAR_SUMS], const int CO, const int R,
+                              const int XB)
 {
-    for (int k = 0; k < R * XB; ++k)
+    for (int k = 0; k < CO * R * XB; ++k)
         acc[k] = (vfloat){};
     for (int64_t t = 0; t < ntaps; ++t) {
-        const vfloat wt = splat(w[t]);
+        vfloat wt[PLANAR_OUT_MAX];
+        for (int k = 0; k < CO; ++k)
+            wt[k] = splat(w[k * w_step + t]);
         const float *st = s + toff[t] + i;
         for (int r = 0; r < R; ++r)
-            for (int j = 0; j < XB; ++j)
-                acc[r * XB + j] = multiply_add(wt, load_vf(st + r * s_step + j * VW), acc[r * XB + j]);
+            for (int j = 0; j < XB; ++j) {
+                const vfloat x = in_register(load_vf(st + r * s_step + j * VW));
+                for (int k = 0; k < CO; ++k)
+                    acc[(k * R + r) * XB + j] = multiply_add(wt[k], x, acc[(k * R + r) * XB + j]);
+            }
     }
 }
 
-/* phase_run's whole vectors, R rows and XB vectors (of each phase) at a time, for many taps (NT 0); returns the
-   rows done (the rest, and each row's columns from *x_done on, are phase_run's) */
-SYNET_INLINE int64_t planar_block_rows(const phase_rows *q, void *out, vfloat bias, int mode, int64_t full,
-                                       const int pair, const int BF16, const int R, const int XB, int64_t *x_done)
+/* The whole vectors of q's rows (all its channels), R rows and XB vectors (of each phase) at a time, for many
+   taps; sets q's done_rows and done_x (the rest are phase_run's). bf16: q->bf16 with AVX-512 (a store a block
+   of ntaps x R x XB x CO multiply-adds: tested, not instantiated) */
+SYNET_INLINE void planar_block_rows(phase_rows *q, int64_t full, int bf16, const int pair, const int CO, const int R,
+                                    const int XB)
 {
     const int64_t per = pair ? 2 * VW : VW, step = XB * per;
     const int64_t blocks = full - full % step, rows = q->rows - q->rows % R;
+    const int mode = q->mode;
+    vfloat bias[PLANAR_OUT_MAX];
+    for (int k = 0; k < CO; ++k)
+        bias[k] = mode ? splat(q->bias[k]) : (vfloat){};
     vfloat a[PLANAR_SUMS], b[PLANAR_SUMS];
     for (int64_t r = 0; r < rows; r += R)
         for (int64_t x = 0; x < blocks; x += step) {
             const int64_t i = r * q->s_step + (pair ? x / 2 : x);
-            planar_sums(q->s, q->toff, q->w, q->ntaps, i, q->s_step, a, R, XB);
+            planar_sums(q->s, q->toff, q->w, q->w_step, q->ntaps, i, q->s_step, a, CO, R, XB);
             if (pair)
-                planar_sums(q->s_b, q->toff_b, q->w_b, q->ntaps_b, i, q->s_step, b, R, XB);
-            for (int k = 0; k < R; ++k)
-                for (int j = 0; j < XB; ++j) {
-                    const int64_t o = (r + k) * q->out_step + x + j * per;
-                    if (pair)
-                        store_pair(out, o, a[k * XB + j], b[k * XB + j], bias, mode, BF16);
-                    else
-                        store_vf(out, o, finish(a[k * XB + j], bias, mode), BF16);
-                }
+                planar_sums(q->s_b, q->toff_b, q->w_b, q->w_step, q->ntaps_b, i, q->s_step, b, CO, R, XB);
+            for (int k = 0; k < CO; ++k)
+                for (int y = 0; y < R; ++y)
+                    for (int j = 0; j < XB; ++j) {
+                        const int64_t o = k * q->out_step_c + (r + y) * q->out_step + x + j * per;
+                        const int m = (k * R + y) * XB + j;
+                        if (pair)
+                            store_pair(q->out, o, a[m], b[m], bias[k], mode, bf16);
+                        else
+                            store_vf(q->out, o, finish(a[m], bias[k], mode), bf16);
+                    }
         }
-    *x_done = blocks;
-    return rows;
+    q->done_rows = rows;
+    q->done_x = blocks;
 }
 
-/* planar_block_rows with the widest blocks a row holds: 4 vectors of 2 rows, 2 of 4, or 1 of 8 */
-SYNET_INLINE int64_t planar_rows(const phase_rows *q, void *out, vfloat bias, int mode, int64_t full, const int pair,
-                                 const int BF16, int64_t *x_done)
+/* planar_block_rows of CO channels with the widest blocks a row holds, B = R x XB vectors a channel: 4
+   vectors of B / 4 rows, 2 of B / 2 or 1 of B */
+SYNET_INLINE void planar_blocks(phase_rows *q, int64_t full, int bf16, const int pair, const int CO, const int B)
 {
     const int64_t per = pair ? 2 * VW : VW;
-    if (full >= 4 * per)
-        return planar_block_rows(q, out, bias, mode, full, pair, BF16, 2, 4, x_done);
-    if (full >= 2 * per)
-        return planar_block_rows(q, out, bias, mode, full, pair, BF16, 4, 2, x_done);
-    return planar_block_rows(q, out, bias, mode, full, pair, BF16, 8, 1, x_done);
+    if (B >= 4 && full >= 4 * per)
+        planar_block_rows(q, full, bf16, pair, CO, B / 4, 4);
+    else if (full >= 2 * per)
+        planar_block_rows(q, full, bf16, pair, CO, B / 2, 2);
+    else
+        planar_block_rows(q, full, bf16, pair, CO, B, 1);
+}
+
+/* The vectors B a channel of CO gets: CO x B sums, CO weights and a source vector in the registers (32 with
+   AVX-512, 16 below). Measured (64 -> 1..4 at 64 x 64, k4 s2): AVX-512, 3 channels of 4 vectors 1.5x slower than
+   of 8, 2 of 12 1.4x slower than of 8, 1 of 4 1.05x slower than of 8; AVX2, 3 of 4 1.45x and 2 of 4 1.2x
+   slower than of 2, 1 of 8 1.15x slower than of 4 */
+#define PLANAR_VECTORS(CO) (VW == 16 ? ((CO) <= 3 ? 8 : 4) : ((CO) == 1 ? 4 : 2))
+
+/* planar_blocks for q's channel count; a function of its own for each of pair and not (a BF16 output is
+   a test a block) */
+static void planar_rows(phase_rows *q, int64_t full, const int pair)
+{
+    const int bf16 = SYNET_AVX512 && q->bf16;
+    switch (q->channels) {
+    case 1:
+        planar_blocks(q, full, bf16, pair, 1, PLANAR_VECTORS(1));
+        return;
+    case 2:
+        planar_blocks(q, full, bf16, pair, 2, PLANAR_VECTORS(2));
+        return;
+    case 3:
+        planar_blocks(q, full, bf16, pair, 3, PLANAR_VECTORS(3));
+        return;
+    default:
+        planar_blocks(q, full, bf16, pair, 4, PLANAR_VECTORS(4));
+    }
 }
 
 /* q's rows: out[r * out_step + x] for x < nout = phase(i) at source index r * s_step + i, i = x (one phase)
@@ -335,12 +396,10 @@ SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT, c
         for (; x < full; x += per)
             marching_pair(sa, wa, sb, wb, x, q->rows, q->s_step, out, q->out_step, bias, mode, BF16, 1);
     }
-    int64_t planar_x = 0; /* NT 0: whole vectors of the rows below planar_end from planar_rows */
-    const int64_t planar_end = NT == 0 && !SHARE ? planar_rows(q, out, bias, mode, full, pair, BF16, &planar_x) : 0;
     vfloat lo, hi = {};
     for (int64_t r = 0; r < q->rows; ++r) {
         const int64_t o = r * q->out_step, so = r * q->s_step;
-        int64_t x = SHARE == 2 ? full : (r < planar_end ? planar_x : 0);
+        int64_t x = SHARE == 2 ? full : (r < q->done_rows ? q->done_x : 0);
         for (; x < full; x += per) {
             vfloat a, b = {};
             phase_sums(q, sa, wa, sb, wb, so + (pair ? x / 2 : x), &a, &b, pair, NT, SHARE);
@@ -379,10 +438,9 @@ static int pair_marches(const phase_rows *q)
 
 /* phase_run with the tap count unrolled for the common small ones (equal in both phases of a pair), and
    pairs of 4 taps that share (stride 2, kernel 4, odd padding) on their own; BF16 outputs come here with
-   AVX-512 only (depthwise_plane) */
-static void phase_columns(const phase_rows *q, int pair)
+   AVX-512 only (depthwise_plane). One channel; n: the taps unrolled, 0 for none. */
+static void phase_channel(const phase_rows *q, int pair, int64_t n)
 {
-    const int64_t n = !pair || q->ntaps == q->ntaps_b ? q->ntaps : 0;
     const int bf16 = SYNET_AVX512 && q->bf16;
     if (pair && n == 4 && pair_shares_taps(q)) {
         if (VW >= 8 && pair_marches(q)) /* (4 lanes in 16 registers: D4 at baseline 1.11x slower) */
@@ -399,13 +457,7 @@ static void phase_columns(const phase_rows *q, int pair)
             bf16 ? phase_run(q, 0, NT, 1, 0) : phase_run(q, 0, NT, 0, 0); \
         return;
     switch (n) {
-        PHASE_CASE(1)
-        PHASE_CASE(2)
-        PHASE_CASE(3)
-        PHASE_CASE(4)
-        PHASE_CASE(6)
-        PHASE_CASE(8)
-        PHASE_CASE(9)
+        UNROLLED_TAPS(PHASE_CASE)
     default:
         if (pair)
             bf16 ? phase_run(q, 1, 0, 1, 0) : phase_run(q, 1, 0, 0, 0);
@@ -413,6 +465,26 @@ static void phase_columns(const phase_rows *q, int pair)
             bf16 ? phase_run(q, 0, 0, 1, 0) : phase_run(q, 0, 0, 0, 0);
     }
 #undef PHASE_CASE
+}
+
+/* q's rows, each channel's: with many taps (none unrolled), whole vectors of every channel at once
+   (planar_rows), then each channel's rest (phase_channel) */
+static void phase_columns(phase_rows *q, int pair)
+{
+    const int64_t n = unrolled_taps(!pair || q->ntaps == q->ntaps_b ? q->ntaps : 0);
+    const int64_t per = pair ? 2 * VW : VW, full = q->nout - q->nout % per;
+    q->done_rows = q->done_x = 0;
+    if (n == 0)
+        pair ? planar_rows(q, full, 1) : planar_rows(q, full, 0);
+    for (int64_t k = 0; k < q->channels; ++k) {
+        phase_rows c = *q;
+        c.w += k * q->w_step;
+        if (pair)
+            c.w_b += k * q->w_step;
+        c.out = element_at(q->out, k * q->out_step_c, q->bf16);
+        c.bias += k;
+        phase_channel(&c, pair, n);
+    }
 }
 
 /* The outputs rx - pad_left + stride_x * m of phase rx that fall in columns [x0, x1): m in [*m0, *m1). */
@@ -444,9 +516,10 @@ static const float *pad_plane(const synet_deconv_plan *p, const void *src, float
    [x0, x0 + width), at out, out + out_step, ... Stride 2: output columns 2k and 2k + 1 are one output of
    each x phase, ra's k + ca and rb's k + cb, computed as interleaved pairs. */
 static void assemble_rows(const synet_deconv_plan *p, const float *pad, const float *w, synet_size r, synet_size L,
-                          synet_size x0, synet_size width, void *out, synet_size out_step, const float *bias,
-                          int mode, int bf16)
+                          synet_size x0, synet_size width, void *out, synet_size out_step, synet_size out_step_c,
+                          const float *bias, int mode, int bf16)
 {
+    const synet_size channels = p->cg_out; /* a planar group's; 1 with stride_x > 2 (the plan's rule) */
     const synet_deconv_row row = synet_deconv_row_of(p, r);
     const synet_size rzy = row.rzy, j = row.j, k = row.k;
     const float *s = pad + ((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + p->pad_low_x;
@@ -454,10 +527,10 @@ static void assemble_rows(const synet_deconv_plan *p, const float *pad, const fl
         const synet_size ra = p->pad_left % 2, rb = 1 - ra;
         const synet_size ca = (p->pad_left - ra) / 2, cb = (p->pad_left + 1 - rb) / 2;
         const synet_size pa = rzy * 2 + ra, pb = rzy * 2 + rb, k0 = x0 / 2; /* (x0 is even) */
-        const phase_rows q = {s + k0 + ca, s + k0 + cb, p->tap_offsets + p->phase_tap0[pa],
+        phase_rows q = {s + k0 + ca, s + k0 + cb, p->tap_offsets + p->phase_tap0[pa],
                               p->tap_offsets + p->phase_tap0[pb], w + p->phase_tap0[pa], w + p->phase_tap0[pb],
                               p->phase_taps[pa], p->phase_taps[pb], width, L, p->padded_w, out_step, out,
-                              bias, mode, bf16};
+                              bias, mode, bf16, channels, p->kpairs, out_step_c, 0, 0};
         phase_columns(&q, 1);
         return;
     }
@@ -469,8 +542,9 @@ static void assemble_rows(const synet_deconv_plan *p, const float *pad, const fl
         const float *wt = w + p->phase_tap0[phase];
         const synet_size first = rx - p->pad_left + p->stride_x * m0 - x0;
         if (p->stride_x == 1) {
-            const phase_rows q = {s + m0, NULL, toff, NULL, wt, NULL, p->phase_taps[phase], 0, m1 - m0, L,
-                                  p->padded_w, out_step, element_at(out, first, bf16), bias, mode, bf16};
+            phase_rows q = {s + m0, NULL, toff, NULL, wt, NULL, p->phase_taps[phase], 0, m1 - m0, L,
+                            p->padded_w, out_step, element_at(out, first, bf16), bias, mode, bf16, channels,
+                            p->kpairs, out_step_c, 0, 0};
             phase_columns(&q, 0);
         } else { /* (through the buffer: mode 0, FP32) */
             float *o = (float *)out + first;
@@ -491,22 +565,23 @@ static synet_size same_phase_rows(const synet_deconv_plan *p, synet_size r, syne
     return (SYNET_MIN(end, next_plane) - r + p->stride_y - 1) / p->stride_y;
 }
 
-/* Channels first: one (image, output channel) plane. Depthwise, its input plane's padded copy is made here
-   (it stays in cache for the taps); planar (several input channels a group, padded by pad_row before the
-   tasks), the taps of a phase run over the group's input planes. The output rows are assembled in a row
-   buffer, several whole rows at a time where they fit, and stored once, contiguously, with bias and
-   activation. The rows of one phase that follow each other (every stride_y-th) are assembled in one call. */
+/* Channels first: one image's output planes of one group (depthwise: one channel). Depthwise, its input
+   plane's padded copy is made here (it stays in cache for the taps); planar (several input channels a group,
+   padded by pad_row before the tasks), the taps of a phase run over the group's input planes, for its 1-4
+   output channels at once. The output rows are assembled in a row buffer a channel, several whole rows at a
+   time where they fit, and stored once, contiguously, with bias and activation. The rows of one phase that
+   follow each other (every stride_y-th) are assembled in one call. */
 static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *image, void *dst, synet_size task)
 {
-    float buffer[DW_COLS];
-    /* a planar plane's output rows come in bands of row_run, one a task (a depthwise plane is one band: its
+    float buffer[PLANAR_OUT_MAX * DW_COLS];
+    /* a planar group's output rows come in bands of row_run, one a task (a depthwise plane is one band: its
        task pads its source plane) */
     const synet_size bands = (p->nrows + p->row_run - 1) / p->row_run, band = task % bands;
     const synet_size row_begin = band * p->row_run, row_end = SYNET_MIN(p->nrows, row_begin + p->row_run);
     task /= bands;
-    const synet_size c = task % p->dst_c, n = task / p->dst_c, sy = p->stride_y;
-    const synet_size plane = n * p->src_c + c / p->cg_out * p->cg_in; /* the group's first input plane */
-    const synet_size plane_rows = p->padded_d * p->padded_h;
+    const synet_size g = task % p->group, n = task / p->group, c = g * p->cg_out, sy = p->stride_y;
+    const synet_size plane = n * p->src_c + g * p->cg_in; /* the group's first input plane */
+    const synet_size plane_rows = p->padded_d * p->padded_h, dst_plane = p->dst_d * p->dst_h * p->dst_w;
     float *first = image + plane * plane_rows * p->padded_w;
     const float *pad = p->pad_rows ? first : pad_plane(p, src, first, plane);
     const float *w = p->depthwise + c * p->kpairs;
@@ -533,10 +608,11 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
                 for (synet_size r = r0 + q, L; r < r0 + nb; r += L * sy) {
                     L = same_phase_rows(p, r, r0 + nb);
                     assemble_rows(p, pad, w, r, L, x0, width, element_at(out, (r - r0) * width, bf16), sy * width,
-                                  p->bias + c, mode, bf16);
+                                  mode ? dst_plane : DW_COLS, p->bias + c, mode, bf16);
                 }
             if (!mode)
-                deconv_store(buffer, 1, nb * width, 1, c, p, dst, at, 1, 0);
+                for (synet_size k = 0; k < p->cg_out; ++k)
+                    deconv_store(buffer + k * DW_COLS, 1, nb * width, 1, c + k, p, dst, at + k * dst_plane, 1, 0);
         }
     }
 }
@@ -623,13 +699,7 @@ SYNET_INLINE void channels_last_taps(const float *s, synet_size C, const int64_t
         channels_last_tile(s, C, toff, w, ntaps, M, cn, tile, to, NT, BF16); \
         return;
     switch (ntaps) {
-        TILE_CASE(1)
-        TILE_CASE(2)
-        TILE_CASE(3)
-        TILE_CASE(4)
-        TILE_CASE(6)
-        TILE_CASE(8)
-        TILE_CASE(9)
+        UNROLLED_TAPS(TILE_CASE)
     default:
         channels_last_tile(s, C, toff, w, ntaps, M, cn, tile, to, 0, BF16);
     }
@@ -696,13 +766,16 @@ static void depthwise_row_channels_last(const synet_deconv_plan *p, const float 
 
 
 /* Depthwise (or planar) unit: output channel c's rounded FP32 weights by tap, [c][tap] (NCHW) or [tap][c]
-   (NHWC); a planar plan's tap t reads input channel t % cg_in of c's group. */
+   (NHWC); a planar plan's phase runs its taps over each of the group's input planes in turn (phase_taps /
+   cg_in taps a plane). */
 int deconv_depthwise_pack(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size c, float *table)
 {
     int nonfinite = 0;
     const synet_size first = c / p->cg_out * p->cg_in, co = c % p->cg_out;
-    for (synet_size t = 0; t < p->kpairs; ++t) {
-        const synet_size ci = first + t % p->cg_in;
+    for (synet_size t = 0, phase = 0; t < p->kpairs; ++t) {
+        while (t >= p->phase_tap0[phase + 1]) /* (a phase without taps is passed over) */
+            ++phase;
+        const synet_size ci = first + (t - p->phase_tap0[phase]) / (p->phase_taps[phase] / p->cg_in);
         const uint16_t h = synet_bf16_from_float(w->w[ci * w->ci_step + co * w->co_step + tap_step(p, w, t)]);
         nonfinite |= (h & 0x7F80) == 0x7F80;
         table[p->nhwc ? t * p->src_c + c : c * p->kpairs + t] = synet_bf16_to_float(h);

@@ -66,6 +66,18 @@ SYNET_INLINE vfloat multiply_add(vfloat a, vfloat b, vfloat c)
 
 SYNET_INLINE vfloat load_vf(const float *s) { return *(const vfloat_u *)(const void *)s; }
 
+/* v, held in a register: the compiler may not fold the load that made it into each of its uses (each a load
+   again, from L1) */
+SYNET_INLINE vfloat in_register(vfloat v)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__("" : "+v"(v));
+#elif defined(__aarch64__)
+    __asm__("" : "+w"(v));
+#endif
+    return v;
+}
+
 #if SYNET_AVX512
 /* 16 lanes of float32 bits -> bfloat16 bits in the high half of each lane (the low half is not zeroed).
    Two constants only (the bit tests by shifts, NaN by an unordered compare): a kernel's weights stay in
