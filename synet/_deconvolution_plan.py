@@ -372,8 +372,9 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
         direct = False
         # + 64 floats: a row's last vector may read up to 15 columns past the image (into lanes never stored)
         buf_size = batch * geo.src_c * dp * hp * wp * 4 + 64 + 256
-        # channels first: each depthwise plane's task pads it; a planar one's input planes are padded first
-        pad_rows = batch * dp * hp if nhwc else (0 if depthwise else batch * geo.src_c * dp * hp)
+        # channels first: each depthwise plane's task pads it; a planar one's input planes are padded first,
+        # a plane a task (channels last: a row a task)
+        pad_rows = batch * dp * hp if nhwc else (0 if depthwise else batch * geo.src_c)
     else:
         cgp = -(-cg_in // CHANNEL_MULTIPLE[micro]) * CHANNEL_MULTIPLE[micro]
         cpt = pix = g * cgp

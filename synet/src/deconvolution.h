@@ -114,7 +114,8 @@ typedef struct synet_deconv_kernels {
     int micro_bf16; /* has the vdpbf16ps micro-kernel */
     int micro_amx;  /* has the AMX micro-kernel */
     int fp32_strip; /* output channels the FP32 micro-kernel sums per call: its plans' weight_strip */
-    /* pads / converts row r < pad_rows (batch * padded_d * padded_h, * src_c for depthwise channels first) */
+    /* pads / converts part r < pad_rows: row r of the padded image (batch * padded_d * padded_h); a planar
+       plan's plane r (batch * src_c) */
     void (*pad_row)(const synet_deconv_plan *p, const void *src, void *image, synet_size r);
     /* output task t < ntasks (image: the padded source, filled by pad_row, or by the task itself for a
        channels-first depthwise plan); `rows`: this thread's configured AMX tile rows (0: none yet) */

@@ -68,11 +68,19 @@ static const char *source_end(const synet_deconv_plan *p, const void *src)
     return (const char *)src + p->batch * p->src_c * plane_bytes(p);
 }
 
-/* row r of the BF16-rounded FP32 copy of the whole source, zero-padded, rows are tasks of their own: channels
-   last [n, zp, yp, xp, c]; channels first (a planar plan, several input channels a group) [n, c, zp, yp, xp] */
+static const float *pad_plane(const synet_deconv_plan *p, const void *src, float *pad, synet_size task);
+
+/* Part r of the BF16-rounded FP32 copy of the whole source, zero-padded, each a task of its own: channels last
+   [n, zp, yp, xp, c], row r; channels first (a planar plan, several input channels a group) [n, c, zp, yp, xp],
+   plane r (a row a task, the task's own cost was a tenth of D8's time: its rows are 66 floats) */
 void deconv_depthwise_pad_row(const synet_deconv_plan *p, const void *src, void *image, synet_size r)
 {
-    const synet_size rows = p->padded_d * p->padded_h, plane = r / rows, pix = p->nhwc ? p->src_c : 1;
+    const synet_size rows = p->padded_d * p->padded_h;
+    if (!p->nhwc) {
+        pad_plane(p, src, (float *)image + r * rows * p->padded_w, r);
+        return;
+    }
+    const synet_size plane = r / rows, pix = p->src_c;
     padded_row(p, (const char *)src + plane * plane_bytes(p) * pix, (float *)image + plane * rows * p->padded_w * pix,
                pix, r % rows / p->padded_h, r % p->padded_h, p->padded_w * pix, source_end(p, src));
 }
