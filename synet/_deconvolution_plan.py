@@ -42,9 +42,10 @@ AMX_BLOCK = 32
 AMX_RUN = 8         # AMX units a task runs (one unit's stores overlap the next one's tile arithmetic)
 # channels-first plans of 1-4 output channels a group use the planar kernel up to these input channels a group,
 # for output rows of at least the key's columns (narrower: the GEMM). Zen 5, 1 thread, planar against the GEMM,
-# k4 s2 / k3 s1 / k2 s2: rows of >= 64, 16..1024 -> 1..4 1.1-3.6x faster; of 32-63, 64 -> 1, 2 1.15-1.8x,
-# 16 -> 3, 4 1.0-2.0x, 256 -> 1..4 0.73-1.13x, 64 -> 3, 4 0.84-1.45x; of 16, 64 -> 1 0.63-1.07x, 16 -> 4 0.47-1.0x
-PLANAR_MAX_IN = {64: {1: 1024, 2: 1024, 3: 1024, 4: 1024}, 32: {1: 64, 2: 64, 3: 16, 4: 16}}
+# k4 s2 / k3 s1 / k2 s2: rows of >= 64, 16..1024 -> 1..4 1.1-3.6x faster; of 32-63, 256 -> 1 1.4-1.7x,
+# 256 -> 2 1.3x, 64 -> 3 1.25x, 64 -> 4 1.05-1.3x, 256 -> 4 0.9-0.97x; of 16-31, 16 -> 1 1.3-2.0x, 64 -> 1
+# 0.78-1.66x, 16 -> 4 0.51-1.2x
+PLANAR_MAX_IN = {64: {1: 1024, 2: 1024, 3: 1024, 4: 1024}, 32: {1: 1024, 2: 256, 3: 64, 4: 64}, 16: {1: 16}}
 PLANAR_BAND = 16    # output rows of a planar plane's task
 MAX_PLAN = 1 << 24  # table entries (phases x taps, rows, columns) a geometry may need
 STREAM_MIN = 4 << 20  # output bytes from which whole lines of it bypass the caches

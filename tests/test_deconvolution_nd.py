@@ -155,13 +155,13 @@ def test_planar_plans_match_reference(dims, data):
 
 @pytest.mark.parametrize("c_in, c_out, groups, width, planar", [
     (64, 3, 1, 32, True), (1024, 1, 1, 32, True), (4096, 4, 4, 32, True), (4, 8, 2, 32, True),
-    (24, 24, 24, 8, True), (1025, 1, 1, 32, False), (16, 8, 1, 32, False), (16, 1, 1, 15, False),
-    (64, 2, 1, 16, True), (65, 2, 1, 16, False), (16, 4, 1, 16, True), (17, 3, 1, 16, False),
-    (64, 4, 1, 15, False)])
+    (24, 24, 24, 4, True), (1025, 1, 1, 32, False), (16, 8, 1, 32, False), (1024, 1, 1, 16, True),
+    (256, 2, 1, 16, True), (257, 2, 1, 16, False), (64, 4, 1, 16, True), (65, 3, 1, 16, False),
+    (16, 1, 1, 8, True), (17, 1, 1, 8, False), (16, 2, 1, 8, False), (2, 1, 1, 7, False)])
 def test_planar_kernel_chosen_for_few_output_channels(c_in, c_out, groups, width, planar):
-    """Channels first with 1-4 output channels a group, output rows of >= 32 columns and at most PLANAR_MAX_IN
-    input channels a group for them (k4 s2 p1: 2 x width output columns): the planar kernel ("Planar fp32"; a
-    depthwise plan is its one-channel case, at every width), else the GEMM; never channels last."""
+    """Channels first with 1-4 output channels a group and at most PLANAR_MAX_IN input channels a group for them
+    and their rows (k4 s2 p1: 2 x width output columns): the planar kernel ("Planar fp32"; a depthwise plan is
+    its one-channel case, at every width), else the GEMM; never channels last."""
     conv = synet.ConvParams.deconvolution(c_in, 4, width, c_out, 4, 2, pad=1, group=groups)
     info = synet.Deconvolution16b(1, conv).info()
     expected = ("Depthwise" if c_in == c_out == groups else "Planar") if planar else "PhaseGemm"
