@@ -141,6 +141,14 @@ def probe(seed: int = 0) -> dict[str, np.ndarray]:
                             xs, w, bias, stride, kernel // 2 if stride > 1 else 0, groups=group, layout=fmt,
                             activation=act, activation_params=act_params(act, dst_c, rng), out_dtype=out_dtype,
                             n_threads=threads)
+    # planar, one output channel a group, k4 s2 p1 (with AVX-512 each loaded vector shared by both x phases and
+    # two rows: planar_pair_rows; below it, planar_sums)
+    x = rng.standard_normal((2, 24, 17, 40)).astype(np.float32)
+    w = rng.standard_normal((24, 1, 4, 4)).astype(np.float32)
+    for act in ("identity", "relu", "hswish"):
+        for out_dtype in (np.float32, ml_dtypes.bfloat16):
+            out[f"deconv planar pair {act} {np.dtype(out_dtype).name}"] = synet.conv_transpose2d(
+                x, w, rng.standard_normal(2).astype(np.float32)[:1], 2, 1, activation=act, out_dtype=out_dtype)
     # outputs of 4 MiB: stores that bypass the caches (channels first: the phases' windows; last: the tiles)
     x = rng.standard_normal((1, 16, 64, 64)).astype(np.float32)
     w = rng.standard_normal((16, 64, 2, 2)).astype(np.float32)

@@ -190,6 +190,32 @@ def test_planar_wide_rows_and_nonfinite_weights(act, out_dtype, nonfinite):
     assert_close(got, ref, mag, out_dtype is BF16, activation_slope(act_enum, params))
 
 
+@pytest.mark.parametrize("act, out_dtype", [("identity", np.float32), ("relu", BF16), ("elu", np.float32)])
+@pytest.mark.parametrize("c_in, height, width, pad, groups", [
+    (8, 8, 32, 1, 1), (5, 13, 45, 1, 1), (3, 16, 33, 3, 1), (12, 9, 40, 1, 2), (1, 24, 70, 1, 1)])
+def test_planar_one_channel_pair_matches_two_channels(c_in, height, width, pad, groups, act, out_dtype):
+    """One output channel a group, k4 s2 with odd padding (planar_pair_rows: each loaded vector shared by both x
+    phases and two rows): the same bits as the group's first channel of two (summed by planar_sums, in the
+    same order), and the float64 reference's values."""
+    rng = np.random.default_rng(c_in * height + width)
+    x = rng.standard_normal((2, c_in * groups, height, width)).astype(np.float32)
+    w = rng.standard_normal((c_in * groups, 2, 4, 4)).astype(np.float32)
+    bias = rng.standard_normal(2 * groups).astype(np.float32)
+    one_of = [2 * g for g in range(groups)]
+    one = synet.conv_transpose2d(x, w[:, :1].copy(), bias[one_of], 2, pad, groups=groups, activation=act,
+                                 out_dtype=out_dtype)
+    two = synet.conv_transpose2d(x, w, bias, 2, pad, groups=groups, activation=act, out_dtype=out_dtype)
+    assert np.array_equal(one.view(np.uint16 if out_dtype is BF16 else np.uint32),
+                          two[:, one_of].view(np.uint16 if out_dtype is BF16 else np.uint32))
+    ref, mag = reference_nd(bf16_round(x), bf16_round(w[:, :1]), bias[one_of], (2, 2), (pad, pad), (pad, pad),
+                            (1, 1), groups)
+    act_enum = Activation[act.upper()]
+    assert_close(one, activate(ref, act_enum, None), mag, out_dtype is BF16, activation_slope(act_enum, None))
+    info = synet.Deconvolution16b(1, synet.ConvParams.deconvolution(c_in * groups, height, width, groups, 4, 2,
+                                                                    pad=pad, group=groups)).info()
+    assert info.startswith("Depthwise" if c_in == 1 and groups == 1 else "Planar"), info
+
+
 def test_planar_context_pickles_and_runs_on_threads():
     """A planar context: the same bits on 1, 2 and 3 threads, and after a pickle round trip (its packed
     weights unpacked to the caller's layout and packed again)."""

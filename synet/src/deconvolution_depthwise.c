@@ -352,11 +352,88 @@ SYNET_INLINE void planar_blocks(phase_rows *q, int64_t full, int bf16, const int
    slower than of 2, 1 of 8 1.15x slower than of 4 */
 #define PLANAR_VECTORS(CO) (VW == 16 ? ((CO) <= 3 ? 8 : 4) : ((CO) == 1 ? 4 : 2))
 
+/* Whether q is one output channel of a pair of phases whose 4 taps a plane (ky-major) read, phase a, rows 0
+   and -1 (the row above) at columns 0 and -1 of its first tap's, and phase b the same rows at columns +1 and 0
+   (kernel 4, stride 2, odd padding, along both axes: planar_pair_rows) */
+static int planar_pair_marches(const phase_rows *q)
+{
+    if (q->channels != 1 || q->ntaps != q->ntaps_b || q->ntaps % 4)
+        return 0;
+    const int64_t up = q->s_step;
+    for (int64_t t = 0; t < q->ntaps; t += 4) {
+        const int64_t *a = q->toff + t, *b = q->toff_b + t;
+        if (a[1] != a[0] - 1 || a[2] != a[0] - up || a[3] != a[0] - up - 1 || q->s_b + b[0] != q->s + a[0] + 1 ||
+            b[1] != b[0] - 1 || b[2] != b[0] - up || b[3] != b[0] - up - 1)
+            return 0;
+    }
+    return 1;
+}
+
+/* planar_sums of both phases of a planar_pair_marches pair, rows i, i + s_step, ... (R of them) of one vector
+   at source index i: the rows of a plane go down in turn, each of its three vectors (columns -1, 0, +1)
+   loaded once for the taps of both phases that read it in this row and the next (from 2 loads a multiply-add
+   to 0.42: 27 for a plane's 64); the same sums in the same order */
+#define PLANAR_PAIR_ROWS 8
+SYNET_INLINE void planar_pair_rows(const phase_rows *q, int64_t i, vfloat *a, vfloat *b)
+{
+    const int64_t up = q->s_step;
+    for (int r = 0; r < PLANAR_PAIR_ROWS; ++r)
+        a[r] = b[r] = (vfloat){};
+    for (int64_t t = 0; t < q->ntaps; t += 4) {
+        const float *x = q->s + q->toff[t] + i;
+        vfloat wa[4], wb[4];
+        for (int k = 0; k < 4; ++k) {
+            wa[k] = splat(q->w[t + k]);
+            wb[k] = splat(q->w_b[t + k]);
+        }
+        vfloat left_up = in_register(load_vf(x - up - 1)), mid_up = in_register(load_vf(x - up)),
+               right_up = in_register(load_vf(x - up + 1));
+        for (int r = 0; r < PLANAR_PAIR_ROWS; ++r) {
+            const vfloat left = in_register(load_vf(x + r * up - 1)), mid = in_register(load_vf(x + r * up)),
+                         right = in_register(load_vf(x + r * up + 1));
+            a[r] = multiply_add(wa[0], mid, a[r]);
+            a[r] = multiply_add(wa[1], left, a[r]);
+            a[r] = multiply_add(wa[2], mid_up, a[r]);
+            a[r] = multiply_add(wa[3], left_up, a[r]);
+            b[r] = multiply_add(wb[0], right, b[r]);
+            b[r] = multiply_add(wb[1], mid, b[r]);
+            b[r] = multiply_add(wb[2], right_up, b[r]);
+            b[r] = multiply_add(wb[3], mid_up, b[r]);
+            left_up = left;
+            mid_up = mid;
+            right_up = right;
+        }
+    }
+}
+
+/* planar_block_rows for a planar_pair_marches pair, PLANAR_PAIR_ROWS rows of one vector of each phase at a
+   time */
+static void planar_pair_blocks(phase_rows *q, int64_t full, int bf16)
+{
+    const int64_t rows = q->rows - q->rows % PLANAR_PAIR_ROWS;
+    const int mode = q->mode;
+    const vfloat bias = mode ? splat(q->bias[0]) : (vfloat){};
+    vfloat a[PLANAR_PAIR_ROWS], b[PLANAR_PAIR_ROWS];
+    for (int64_t r = 0; r < rows; r += PLANAR_PAIR_ROWS)
+        for (int64_t x = 0; x < full; x += 2 * VW) {
+            planar_pair_rows(q, r * q->s_step + x / 2, a, b);
+            for (int k = 0; k < PLANAR_PAIR_ROWS; ++k)
+                store_pair(q->out, (r + k) * q->out_step + x, a[k], b[k], bias, mode, bf16);
+        }
+    q->done_rows = rows;
+    q->done_x = full;
+}
+
 /* planar_blocks for q's channel count; a function of its own for each of pair and not (a BF16 output is
-   a test a block) */
+   a test a block). One channel of a marching pair (32 registers: its sums, 8 weights, 6 source vectors):
+   planar_pair_blocks. */
 static void planar_rows(phase_rows *q, int64_t full, const int pair)
 {
     const int bf16 = SYNET_AVX512 && q->bf16;
+    if (VW == 16 && pair && planar_pair_marches(q)) {
+        planar_pair_blocks(q, full, bf16);
+        return;
+    }
     switch (q->channels) {
     case 1:
         planar_blocks(q, full, bf16, pair, 1, PLANAR_VECTORS(1));
