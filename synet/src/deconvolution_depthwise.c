@@ -300,8 +300,8 @@ SYNET_INLINE void planar_sums(const float *s, const int64_t *toff, const float *
 }
 
 /* The whole vectors of q's rows (all its channels), R rows and XB vectors (of each phase) at a time, for many
-   taps; sets q's done_rows and done_x (the rest are phase_run's). bf16: q->bf16 with AVX-512 (a store a block
-   of ntaps x R x XB x CO multiply-adds: tested, not instantiated) */
+   taps; sets q's done_rows and done_x (the rest are phase_run's). bf16: q->bf16 with AVX-512, tested at each
+   store (a store for ntaps x CO multiply-adds), not compiled twice */
 SYNET_INLINE void planar_block_rows(phase_rows *q, int64_t full, int bf16, const int pair, const int CO, const int R,
                                     const int XB)
 {
@@ -369,8 +369,8 @@ static int planar_pair_marches(const phase_rows *q)
     return 1;
 }
 
-/* planar_sums of both phases of a planar_pair_marches pair, rows i, i + s_step, ... (R of them) of one vector
-   at source index i: the rows of a plane go down in turn, each of its three vectors (columns -1, 0, +1)
+/* planar_sums of both phases of a planar_pair_marches pair, rows i, i + s_step, ... (PLANAR_PAIR_ROWS of them)
+   of one vector at source index i: the rows of a plane go down in turn, each of its three vectors (columns -1, 0, +1)
    loaded once for the taps of both phases that read it in this row and the next (from 2 loads a multiply-add
    to 0.42: 27 for a plane's 64); the same sums in the same order */
 #define PLANAR_PAIR_ROWS 8
@@ -613,9 +613,9 @@ static void assemble_rows(const synet_deconv_plan *p, const float *pad, const fl
         const synet_size ca = (p->pad_left - ra) / 2, cb = (p->pad_left + 1 - rb) / 2;
         const synet_size pa = rzy * 2 + ra, pb = rzy * 2 + rb, k0 = x0 / 2; /* (x0 is even) */
         phase_rows q = {s + k0 + ca, s + k0 + cb, p->tap_offsets + p->phase_tap0[pa],
-                              p->tap_offsets + p->phase_tap0[pb], w + p->phase_tap0[pa], w + p->phase_tap0[pb],
-                              p->phase_taps[pa], p->phase_taps[pb], width, L, p->padded_w, out_step, out,
-                              bias, mode, bf16, channels, p->kpairs, out_step_c, 0, 0};
+                        p->tap_offsets + p->phase_tap0[pb], w + p->phase_tap0[pa], w + p->phase_tap0[pb],
+                        p->phase_taps[pa], p->phase_taps[pb], width, L, p->padded_w, out_step, out,
+                        bias, mode, bf16, channels, p->kpairs, out_step_c, 0, 0};
         phase_columns(&q, 1);
         return;
     }
