@@ -40,12 +40,13 @@ CHANNEL_MULTIPLE = {MICRO_FP32: 2, MICRO_BF16: 4, MICRO_AMX: 32}
 BLOCK = 64          # output channels per packed weight block (SYNET_DECONV_BLOCK)
 AMX_BLOCK = 32
 AMX_RUN = 8         # AMX units a task runs (one unit's stores overlap the next one's tile arithmetic)
-# channels-first plans of 1-4 output channels a group use the planar kernel up to these input channels a group,
-# for output rows of at least the key's columns (narrower: the GEMM). Zen 5, 1 thread, planar against the GEMM,
-# k4 s2 / k3 s1 / k2 s2: rows of >= 64, 16..1024 -> 1..4 1.1-3.6x faster; of 32-63, 256 -> 1 1.4-1.7x,
-# 256 -> 2 1.3x, 64 -> 3 1.25x, 64 -> 4 1.05-1.3x, 256 -> 4 0.9-0.97x; of 16-31, 16 -> 1 1.3-2.0x, 64 -> 1
-# 0.78-1.66x, 16 -> 4 0.51-1.2x
-PLANAR_MAX_IN = {64: {1: 1024, 2: 1024, 3: 1024, 4: 1024}, 32: {1: 1024, 2: 256, 3: 64, 4: 64}, 16: {1: 16}}
+# plans of 1-4 output channels a group use the planar kernel up to these input channels a group, for output
+# rows of at least the key's columns (narrower: the GEMM). Zen 5, 1 thread, planar against the GEMM, k4 s2 /
+# k3 s1 / k2 s2, NCHW (NHWC): rows of >= 64, 16..1024 -> 1..3 1.1-3.6x (1.4-4.1x) faster, 512 -> 4 (1.29x),
+# 1024 -> 4 1.13x (0.73-0.82x); of 32-63, 256 -> 1 1.4-1.7x (2.2x), 256 -> 2 1.3x (1.55x), 64 -> 3 1.25x (1.36x),
+# 64 -> 4 1.05-1.3x (1.18x), 256 -> 4 0.9-0.97x (1.1x); of 16-31, 16 -> 1 1.3-2.0x (1.37x), 64 -> 1 0.78-1.66x,
+# 16 -> 4 0.51-1.2x
+PLANAR_MAX_IN = {64: {1: 1024, 2: 1024, 3: 1024, 4: 512}, 32: {1: 1024, 2: 256, 3: 64, 4: 64}, 16: {1: 16}}
 PLANAR_BAND = 16    # output rows of a planar plane's task
 MAX_PLAN = 1 << 24  # table entries (phases x taps, rows, columns) a geometry may need
 STREAM_MIN = 4 << 20  # output bytes from which whole lines of it bypass the caches
@@ -359,17 +360,20 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     dp, hp, wp = src[0] + plz + phz, src[1] + ply + phy, src[2] + plx + phx
     src_bf16 = geo.src_type == DataType.BFLOAT16
     soft = bool(compat & BF16_SOFT)
-    # channels first with few output channels a group: the depthwise kernel's planes, the group's output
-    # channels' taps running over its input planes together (the GEMM's output blocks would hold 1-4 valid of 16
-    # lanes; the planar kernel's vectors run along rows, so it wants wide ones: PLANAR_MAX_IN). The same choice
-    # at every level, AMX's too: the kernels sum in different orders.
-    planar = depthwise or (not nhwc and stride[2] <= 2 and cg_in <= planar_max_in(cg_out, dst[2]))
+    # few output channels a group: the depthwise kernel's planes, the group's output channels' taps running over
+    # its input planes together (the GEMM's output blocks would hold 1-4 valid of 16 lanes; the planar kernel's
+    # vectors run along rows, so it wants wide ones: PLANAR_MAX_IN); a channels-last source is transposed into
+    # planes, its outputs stored dst_c apart. The same choice at every level, AMX's too: the kernels sum in
+    # different orders.
+    planar = depthwise or (stride[2] <= 2 and cg_in <= planar_max_in(cg_out, dst[2]))
+    # the kernel on planes (channels first, or a planar plan's channels-last source transposed into them)
+    planes_kernel = planar and not (nhwc and depthwise)
     amx = not soft and micro_amx and cg_in >= 16 and not planar and bool(amx_permission())
     micro = MICRO_AMX if amx else (MICRO_BF16 if micro_bf16 and not soft else MICRO_FP32)
     width = AMX_BLOCK if amx else BLOCK
     unpadded = plz == phz == ply == phy == plx == phx == 0
     if planar:
-        cgp, cpt, pix = 1, 1, geo.src_c if nhwc else 1
+        cgp, cpt, pix = 1, 1, 1 if planes_kernel else geo.src_c
         direct = False
         # + 64 floats: a row's last vector may read up to 15 columns past the image (into lanes never stored)
         buf_size = batch * geo.src_c * dp * hp * wp * 4 + 64 + 256
@@ -481,14 +485,14 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     # store window waits for the next row of the run (16 rows at most, and >= 64 runs per image, group and
     # channel block); planar: bands of PLANAR_BAND rows, each plane's (so that a few output channels keep both
     # threads busy: 64 -> 3 on 2 threads 0.67x -> 0.5x the time); depthwise: the whole plane (its task pads it)
-    if nhwc or amx:
+    if amx or (nhwc and not planes_kernel):
         row_run = 1
     elif planar:
         row_run = nrows if depthwise else PLANAR_BAND
     else:
         row_run = max(1, min(16, nrows // 64))
     nruns = -(-nrows // row_run)
-    ntasks = batch * ((nrows if nhwc else g * nruns) if planar
+    ntasks = batch * ((g * nruns if planes_kernel else nrows) if planar
                       else g * (amx_runs if amx else nruns * nblocks))
     # an FP32 output far larger than the caches: non-temporal stores of whole lines (channels first: the phases'
     # store windows; channels last: micro-tiles stored from the registers; BF16 outputs gained nothing)
@@ -604,7 +608,8 @@ def unpack_weights(packed: np.ndarray, planned: DeconvolutionPlan) -> np.ndarray
     taps = (t["tap_kz"], t["tap_ky"], t["tap_kx"])
     if planned.impl == DEPTHWISE:
         n = s["kpairs"]   # [output channel c][tap t]; a planar plan's tap t reads the input channel tap_channels
-        table = packed.reshape(n, geo.dst_c).T if s["nhwc"] else packed.reshape(geo.dst_c, n)
+        channels_last = s["nhwc"] and cg_in == cg_out == 1   # the channels-last kernel's [tap][c]
+        table = packed.reshape(n, geo.dst_c).T if channels_last else packed.reshape(geo.dst_c, n)
         channel, tap = np.arange(geo.dst_c)[:, None], np.arange(n)
         ci = tap_channels(t["phase_taps"], t["phase_tap0"], cg_in)
         canon[channel // cg_out, ci[tap], taps[0][tap], taps[1][tap], taps[2][tap], channel % cg_out] = table

@@ -131,22 +131,22 @@ def planar_everywhere():
 
 @st.composite
 def planar_cases(draw, dims):
-    """Channels first, 1-4 output channels a group and input x output channels a group <= 192, stride along x
-    <= 2: the planar kernel's plans under planar_everywhere (any dims, groups, padding, dilation, activation,
-    dtypes, threads)."""
+    """1-4 output channels a group and input x output channels a group <= 192, stride along x <= 2: the planar
+    kernel's plans under planar_everywhere (any dims, layout, groups, padding, dilation, activation, dtypes,
+    threads)."""
     # rows up to 60 wide: whole vectors, summed by blocks of rows and channels, and tails
     case = draw(cases(dims, width=st.integers(1, 60)).filter(lambda c: c["stride"][-1] <= 2))
     groups = draw(st.sampled_from([1, 1, 2, 3]))
     cg_out = draw(st.integers(1, 4))
     cg_in = draw(st.integers(1, 192))
-    return dict(case, groups=groups, c_in=groups * cg_in, c_out=groups * cg_out, layout=LAYOUTS[dims][0])
+    return dict(case, groups=groups, c_in=groups * cg_in, c_out=groups * cg_out)
 
 
 @pytest.mark.parametrize("dims", [1, 2, 3])
 @given(data=st.data())
 def test_planar_plans_match_reference(dims, data):
-    """Few output channels channels first (the planar kernel: a group's output channels' taps over its input
-    planes) against the float64 reference, in 1-, 2- and 3-D."""
+    """Few output channels (the planar kernel: a group's output channels' taps over its input planes; a
+    channels-last source transposed into them) against the float64 reference, in 1-, 2- and 3-D."""
     case = data.draw(planar_cases(dims))
     with planar_everywhere():
         got, ref, mag, slope = run_case(case)
@@ -157,17 +157,17 @@ def test_planar_plans_match_reference(dims, data):
     (64, 3, 1, 32, True), (1024, 1, 1, 32, True), (4096, 4, 4, 32, True), (4, 8, 2, 32, True),
     (24, 24, 24, 4, True), (1025, 1, 1, 32, False), (16, 8, 1, 32, False), (1024, 1, 1, 16, True),
     (256, 2, 1, 16, True), (257, 2, 1, 16, False), (64, 4, 1, 16, True), (65, 3, 1, 16, False),
-    (16, 1, 1, 8, True), (17, 1, 1, 8, False), (16, 2, 1, 8, False), (2, 1, 1, 7, False)])
+    (16, 1, 1, 8, True), (17, 1, 1, 8, False), (16, 2, 1, 8, False), (2, 1, 1, 7, False), (512, 4, 1, 32, True),
+    (513, 4, 1, 32, False)])
 def test_planar_kernel_chosen_for_few_output_channels(c_in, c_out, groups, width, planar):
-    """Channels first with 1-4 output channels a group and at most PLANAR_MAX_IN input channels a group for them
-    and their rows (k4 s2 p1: 2 x width output columns): the planar kernel ("Planar fp32"; a depthwise plan is
-    its one-channel case, at every width), else the GEMM; never channels last."""
-    conv = synet.ConvParams.deconvolution(c_in, 4, width, c_out, 4, 2, pad=1, group=groups)
-    info = synet.Deconvolution16b(1, conv).info()
+    """1-4 output channels a group and at most PLANAR_MAX_IN input channels a group for them and their rows (k4
+    s2 p1: 2 x width output columns): the planar kernel ("Planar fp32"; a depthwise plan is its one-channel
+    case, at every width), else the GEMM; in either layout."""
     expected = ("Depthwise" if c_in == c_out == groups else "Planar") if planar else "PhaseGemm"
-    assert info.startswith(expected), info
-    nhwc = synet.ConvParams.deconvolution(c_in, 4, width, c_out, 4, 2, pad=1, group=groups, format="NHWC")
-    assert synet.Deconvolution16b(1, nhwc).info().startswith("Depthwise" if c_in == c_out == groups else "PhaseGemm")
+    for layout in ("NCHW", "NHWC"):
+        conv = synet.ConvParams.deconvolution(c_in, 4, width, c_out, 4, 2, pad=1, group=groups, format=layout)
+        info = synet.Deconvolution16b(1, conv).info()
+        assert info.startswith(expected), (layout, info)
 
 
 @pytest.mark.parametrize("act, out_dtype", [("identity", np.float32), ("relu", BF16), ("swish", np.float32),
@@ -214,6 +214,31 @@ def test_planar_one_channel_pair_matches_two_channels(c_in, height, width, pad, 
     info = synet.Deconvolution16b(1, synet.ConvParams.deconvolution(c_in * groups, height, width, groups, 4, 2,
                                                                     pad=pad, group=groups)).info()
     assert info.startswith("Depthwise" if c_in == 1 and groups == 1 else "Planar"), info
+
+
+@pytest.mark.parametrize("act, out_dtype, src_dtype", [("identity", np.float32, np.float32), ("relu", BF16, BF16),
+                                                        ("prelu", np.float32, np.float32), ("gelu", BF16, np.float32)])
+@pytest.mark.parametrize("c_in, c_out, groups, height, width, kernel, stride, pad", [
+    (24, 3, 1, 13, 37, 4, 2, 1), (8, 1, 1, 20, 70, 4, 2, 1), (34, 4, 2, 7, 33, 3, 1, 1), (16, 2, 1, 5, 40, 2, 2, 0),
+    (19, 3, 1, 3, 600, 4, 2, 1)])
+def test_planar_channels_last_is_channels_first(c_in, c_out, groups, height, width, kernel, stride, pad, act,
+                                                out_dtype, src_dtype):
+    """A channels-last planar plan (its source transposed into planes, its outputs stored through the row buffer
+    dst_c apart): the channels-first plan's bits, transposed (rows wider than a buffer's too)."""
+    rng = np.random.default_rng(c_in + width)
+    x = rng.standard_normal((2, c_in, height, width)).astype(np.float32).astype(src_dtype)
+    w = rng.standard_normal((c_in, c_out // groups, kernel, kernel)).astype(np.float32)
+    bias = rng.standard_normal(c_out).astype(np.float32)
+    params = rng.uniform(-1, 1, c_out).astype(np.float32) if act == "prelu" else None
+    kwargs = dict(groups=groups, activation=act, activation_params=params, out_dtype=out_dtype)
+    first = synet.conv_transpose2d(x, w, bias, stride, pad, **kwargs)
+    last = synet.conv_transpose2d(np.moveaxis(x, 1, -1).copy(), np.moveaxis(w, 1, -1).copy(), bias, stride, pad,
+                                  layout="NHWC", **kwargs)
+    bits = np.uint16 if out_dtype is BF16 else np.uint32
+    assert np.array_equal(np.moveaxis(first, 1, -1).view(bits), last.view(bits))
+    conv = synet.ConvParams.deconvolution(c_in, height, width, c_out, kernel, stride, pad=pad, group=groups,
+                                          format="NHWC")
+    assert synet.Deconvolution16b(2, conv).info().startswith("Planar")
 
 
 def test_planar_context_pickles_and_runs_on_threads():

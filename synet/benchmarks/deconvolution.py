@@ -102,6 +102,7 @@ WORKLOADS = [
     _workload("D5", "NHWC", 128, (64, 64), 64, 4, 2, 1),
     # an image decoder's last layer: few output channels (the planar kernel)
     _workload("D8", "NCHW", 64, (64, 64), 3, 4, 2, 1, ort=True),
+    _workload("D8h", "NHWC", 64, (64, 64), 3, 4, 2, 1),
 ]
 
 

@@ -9,6 +9,8 @@
 #include "deconvolution_level.h"
 
 #define DW_COLS 1024 /* output columns of one channels-first row assembled at a time */
+#define DW_BUFFER 4096 /* floats a channel of the row buffer: 16 rows of 256 (a band of 8 rows a phase, as
+                          planar_rows' blocks want; with 1024, NHWC 64 -> 1 at 64 x 64 2.1x slower) */
 #define DW_UNROLL_MAX 9 /* the most taps the kernels unroll */
 #define PLANAR_OUT_MAX 4 /* output channels a planar group, at most (the plan's PLANAR_MAX_IN) */
 #define UNROLLED_TAPS(X) X(1) X(2) X(3) X(4) X(6) X(8) X(9) /* the tap counts they unroll */
@@ -70,14 +72,43 @@ static const char *source_end(const synet_deconv_plan *p, const void *src)
 
 static const float *pad_plane(const synet_deconv_plan *p, const void *src, float *pad, synet_size task);
 
-/* Part r of the BF16-rounded FP32 copy of the whole source, zero-padded, each a task of its own: channels last
-   [n, zp, yp, xp, c], row r; channels first (a planar plan, several input channels a group) [n, c, zp, yp, xp],
-   plane r (a row a task, the task's own cost was a tenth of D8's time: its rows are 66 floats) */
+/* Whether a plan runs the channels-last kernel (depthwise_row_channels_last, its padded image [n, zp, yp, xp,
+   c]): a depthwise one on a channels-last source; every other (depthwise channels first, planar) runs on
+   planes [n, c, zp, yp, xp] */
+static int channels_last_kernel(const synet_deconv_plan *p) { return p->nhwc && p->cg_in == 1 && p->cg_out == 1; }
+
+/* Planar, channels last: padded row r (image n, zp, yp) of each of the image's src_c planes, the source row
+   transposed into them */
+static void planes_row(const synet_deconv_plan *p, const void *src, float *image, synet_size r)
+{
+    const synet_size rows = p->padded_d * p->padded_h, n = r / rows, zp = r % rows / p->padded_h;
+    const synet_size yp = r % p->padded_h, y = yp - p->pad_low_y, z = zp - p->pad_low_z;
+    const synet_size W = p->padded_w, plane = rows * W, left = p->pad_low_x, right = W - left - p->src_w;
+    float *d = image + n * p->src_c * plane + (zp * p->padded_h + yp) * W;
+    const int outside = y < 0 || y >= p->src_h || z < 0 || z >= p->src_d;
+    for (synet_size c = 0; c < p->src_c; ++c) { /* the pads, all of a row outside the source */
+        memset(d + c * plane, 0, (outside ? W : left) * 4);
+        if (!outside)
+            memset(d + c * plane + left + p->src_w, 0, right * 4);
+    }
+    if (!outside)
+        convert_transposed((const char *)src + ((n * p->src_d + z) * p->src_h + y) * p->src_w * p->src_c *
+                                                   (p->src_bf16 ? 2 : 4),
+                           p->src_bf16, p->src_c, p->src_w, p->src_c, d + left, 1, 0, plane);
+}
+
+/* Part r of the BF16-rounded FP32 copy of the whole source, zero-padded, each a task of its own: for the
+   channels-last kernel [n, zp, yp, xp, c], row r; planar, channels first, plane r (a row a task, the task's own
+   cost was a tenth of D8's time: its rows are 66 floats) or channels last, row r of every plane (planes_row) */
 void deconv_depthwise_pad_row(const synet_deconv_plan *p, const void *src, void *image, synet_size r)
 {
     const synet_size rows = p->padded_d * p->padded_h;
     if (!p->nhwc) {
         pad_plane(p, src, (float *)image + r * rows * p->padded_w, r);
+        return;
+    }
+    if (!channels_last_kernel(p)) {
+        planes_row(p, src, (float *)image, r);
         return;
     }
     const synet_size plane = r / rows, pix = p->src_c;
@@ -650,15 +681,16 @@ static synet_size same_phase_rows(const synet_deconv_plan *p, synet_size r, syne
     return (SYNET_MIN(end, next_plane) - r + p->stride_y - 1) / p->stride_y;
 }
 
-/* Channels first: one image's output planes of one group (depthwise: one channel). Depthwise, its input
-   plane's padded copy is made here (it stays in cache for the taps); planar (several input channels a group,
-   padded by pad_row before the tasks), the taps of a phase run over the group's input planes, for its 1-4
-   output channels at once. The output rows are assembled in a row buffer a channel, several whole rows at a
-   time where they fit, and stored once, contiguously, with bias and activation. The rows of one phase that
-   follow each other (every stride_y-th) are assembled in one call. */
+/* On planes: one image's output planes of one group (depthwise: one channel). Depthwise, its input plane's
+   padded copy is made here (it stays in cache for the taps); planar (several input channels a group, padded
+   by pad_row before the tasks), the taps of a phase run over the group's input planes, for its 1-4 output
+   channels at once. The output rows are assembled in a row buffer a channel, several whole rows at a time
+   where they fit, and stored once with bias and activation (channels last: through the buffer, each output
+   dst_c from the next). The rows of one phase that follow each other (every stride_y-th) are assembled in one
+   call. */
 static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *image, void *dst, synet_size task)
 {
-    float buffer[PLANAR_OUT_MAX * DW_COLS];
+    float buffer[PLANAR_OUT_MAX * DW_BUFFER];
     /* a planar group's output rows come in bands of row_run, one a task (a depthwise plane is one band: its
        task pads its source plane) */
     const synet_size bands = (p->nrows + p->row_run - 1) / p->row_run, band = task % bands;
@@ -676,28 +708,31 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
            only with AVX-512 (store_pair_bf16; rounding the interleaved vectors as they are stored made D4
            with BF16 output 1.25x slower at baseline and gained nothing at AVX2); else assembled in the
            buffer, then stored by the epilogue */
-        const int mode = p->stride_x <= 2 && (SYNET_AVX512 || !p->dst_bf16) ? finish_mode(p) : 0;
+        const int mode = !p->nhwc && p->stride_x <= 2 && (SYNET_AVX512 || !p->dst_bf16) ? finish_mode(p) : 0;
         /* whole rows, every output row of the plane in order (the plan sorts them): all of them when they
            go to dst (each phase's rows in one call, its weights and tap pointers set up once: D4 0.18 ->
            0.155 ms), as many as the buffer holds when they go through it; otherwise one row at a time */
         const int whole = width == p->dst_w && p->nrows == p->dst_d * p->dst_h;
-        const synet_size batch = whole ? (mode ? row_end - row_begin : DW_COLS / width) : 1;
+        const synet_size batch = whole ? (mode ? row_end - row_begin : DW_BUFFER / width) : 1;
         for (synet_size r0 = row_begin; r0 < row_end; r0 += batch) {
             const synet_size nb = SYNET_MIN(batch, row_end - r0);
             const synet_deconv_row row = synet_deconv_row_of(p, r0);
             const synet_size oy = row.oy, oz = row.oz;
-            const synet_size at = (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w + x0;
+            const synet_size pixel = ((n * p->dst_d + oz) * p->dst_h + oy) * p->dst_w + x0; /* (channels last) */
+            const synet_size at = p->nhwc ? pixel * p->dst_c + c
+                                          : (((n * p->dst_c + c) * p->dst_d + oz) * p->dst_h + oy) * p->dst_w + x0;
             const int bf16 = mode && p->dst_bf16;
             void *out = mode ? element_at(dst, at, bf16) : buffer;
             for (synet_size q = 0; q < SYNET_MIN(nb, sy); ++q)
                 for (synet_size r = r0 + q, L; r < r0 + nb; r += L * sy) {
                     L = same_phase_rows(p, r, r0 + nb);
                     assemble_rows(p, pad, w, r, L, x0, width, element_at(out, (r - r0) * width, bf16), sy * width,
-                                  mode ? dst_plane : DW_COLS, p->bias + c, mode, bf16);
+                                  mode ? dst_plane : DW_BUFFER, p->bias + c, mode, bf16);
                 }
             if (!mode)
-                for (synet_size k = 0; k < p->cg_out; ++k)
-                    deconv_store(buffer + k * DW_COLS, 1, nb * width, 1, c + k, p, dst, at + k * dst_plane, 1, 0);
+                for (synet_size k = 0; k < p->cg_out; ++k) /* (channels last: an output dst_c from the next) */
+                    deconv_store(buffer + k * DW_BUFFER, 1, nb * width, 1, c + k, p, dst, at + k * (p->nhwc ? 1 : dst_plane),
+                                 p->nhwc ? p->dst_c : 1, 0);
         }
     }
 }
@@ -864,7 +899,7 @@ int deconv_depthwise_pack(const synet_deconv_plan *p, const synet_deconv_weights
             for (synet_size u = 0; u < per; ++u, ++t) {
                 const uint16_t h = synet_bf16_from_float(w->w[ci * w->ci_step + co * w->co_step + tap_step(p, w, t)]);
                 nonfinite |= (h & 0x7F80) == 0x7F80;
-                table[p->nhwc ? t * p->src_c + c : c * p->kpairs + t] = synet_bf16_to_float(h);
+                table[channels_last_kernel(p) ? t * p->src_c + c : c * p->kpairs + t] = synet_bf16_to_float(h);
             }
     }
     return nonfinite;
@@ -872,7 +907,7 @@ int deconv_depthwise_pack(const synet_deconv_plan *p, const synet_deconv_weights
 
 void deconv_depthwise_task(const synet_deconv_plan *p, const void *src, void *image, void *dst, synet_size t)
 {
-    if (p->nhwc)
+    if (channels_last_kernel(p))
         depthwise_row_channels_last(p, (const float *)image, dst, t);
     else
         depthwise_plane(p, src, (float *)image, dst, t);

@@ -323,6 +323,117 @@ static void deconv_convert_run(const void *s, int src_bf16, void *d, int f32, sy
         o[i] = synet_bf16_from_float(f[i]);
 }
 
+/* one source value as BF16 bits */
+SYNET_INLINE uint16_t bf16_at(const void *src, int src_bf16, synet_size i)
+{
+    return src_bf16 ? ((const uint16_t *)src)[i] : synet_bf16_from_float(((const float *)src)[i]);
+}
+
+#if SYNET_AVX512 || SYNET_AVX2
+/* the level's widest FP32 vector */
+#if SYNET_AVX512
+typedef __m512 vreg;
+typedef __m512i vregi;
+#define transpose_vw synet_transpose16
+#else
+typedef __m256 vreg;
+typedef __m256i vregi;
+#define transpose_vw synet_transpose8
+#endif
+
+#if SYNET_AVX512
+/* 16 BF16 lanes in quad order (quad_place) */
+SYNET_INLINE __m256i quad_order(__m256i h)
+{
+    return _mm256_permutexvar_epi16(_mm256_set_epi16(13, 15, 12, 14, 9, 11, 8, 10, 5, 7, 4, 6, 1, 3, 0, 2), h);
+}
+#endif
+
+/* n <= VW elements of s from i (zero beyond): FP32 values, or BF16 bits widened to their FP32 values */
+SYNET_INLINE vreg load_source(const void *s, int src_bf16, synet_size i, int n)
+{
+#if SYNET_AVX512
+    if (src_bf16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(synet_mask16(n), (const uint16_t *)s + i)), 16));
+    return _mm512_maskz_loadu_ps(synet_mask16(n), (const float *)s + i);
+#else
+    if (src_bf16) {
+        uint16_t h[8] = {0};
+        memcpy(h, (const uint16_t *)s + i, (size_t)n * 2);
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)h)), 16));
+    }
+    return n == 8 ? _mm256_loadu_ps((const float *)s + i) : _mm256_maskload_ps((const float *)s + i, synet_mask8(n));
+#endif
+}
+
+/* the first n <= VW lanes of v to d from i: bf16(v) (nearest-even; v as it is when it came from BF16 bits),
+   as FP32 values (f32) or BF16 bits; `quads` (i a multiple of 4, v zero from lane n): BF16 bits in
+   quad_order, whole quads */
+SYNET_INLINE void store_image(void *d, int f32, int src_bf16, int quads, synet_size i, int n, vreg v)
+{
+#if SYNET_AVX512
+    const vregi bits =
+        src_bf16 ? _mm512_srli_epi32(_mm512_castps_si512(v), 16) : synet_bf16_nearest_x16(_mm512_castps_si512(v));
+    if (f32)
+        _mm512_mask_storeu_ps((float *)d + i, synet_mask16(n), _mm512_castsi512_ps(_mm512_slli_epi32(bits, 16)));
+    else if (quads)
+        _mm256_mask_storeu_epi16((uint16_t *)d + i, synet_mask16((n + 3) & ~3),
+                                 quad_order(_mm512_cvtepi32_epi16(bits)));
+    else
+        _mm256_mask_storeu_epi16((uint16_t *)d + i, synet_mask16(n), _mm512_cvtepi32_epi16(bits));
+#else
+    (void)quads;
+    const vregi bits =
+        src_bf16 ? _mm256_srli_epi32(_mm256_castps_si256(v), 16) : synet_bf16_nearest_x8(_mm256_castps_si256(v));
+    if (f32) {
+        const vreg r = _mm256_castsi256_ps(_mm256_slli_epi32(bits, 16));
+        if (n == 8)
+            _mm256_storeu_ps((float *)d + i, r);
+        else
+            _mm256_maskstore_ps((float *)d + i, synet_mask8(n), r);
+        return;
+    }
+    uint32_t h[8]; /* BF16 bits in the low halves: the image of the levels with BF16 micro-kernels only */
+    _mm256_storeu_si256((__m256i *)h, bits);
+    for (int k = 0; k < n; ++k)
+        ((uint16_t *)d)[i + k] = (uint16_t)h[k];
+#endif
+}
+#endif
+
+/* A transposed copy: d[j * d_row + i] = bf16(s[i * s_row + j]), i < rows, j < cols (VW x VW a step, transposed
+   in registers; NCHW -> channels last for the GEMM's image, D7 at avx2, scalar: pad_row 30 % of the time;
+   channels last -> planes for a planar plan's) */
+static void convert_transposed(const void *s, int src_bf16, synet_size s_row, synet_size rows, synet_size cols,
+                               void *d, int f32, int quads, synet_size d_row)
+{
+#if SYNET_AVX512 || SYNET_AVX2
+    vreg r[VW];
+    for (synet_size i0 = 0; i0 < rows; i0 += VW) {
+        const int ni = (int)SYNET_MIN((synet_size)VW, rows - i0);
+        for (synet_size j0 = 0; j0 < cols; j0 += VW) {
+            const int nj = (int)SYNET_MIN((synet_size)VW, cols - j0);
+            for (int k = 0; k < VW; ++k)
+                r[k] = k < ni ? load_source(s, src_bf16, (i0 + k) * s_row + j0, nj) : (vreg){0};
+            transpose_vw(r);
+            for (int k = 0; k < nj; ++k)
+                store_image(d, f32, src_bf16, quads, (j0 + k) * d_row + i0, ni, r[k]);
+        }
+    }
+#else
+    (void)quads; /* BF16 micro-kernels only */
+    for (synet_size i = 0; i < rows; ++i)
+        for (synet_size j = 0; j < cols; ++j) {
+            const uint16_t h = bf16_at(s, src_bf16, i * s_row + j);
+            if (f32)
+                ((float *)d)[j * d_row + i] = synet_bf16_to_float(h);
+            else
+                ((uint16_t *)d)[j * d_row + i] = h;
+        }
+#endif
+}
+
 /* ---- deconvolution_depthwise.c (group == src_c == dst_c) ---- */
 
 #define deconv_depthwise_pad_row SYNET_LEVEL_NAME(synet_deconv_depthwise_pad_row)
