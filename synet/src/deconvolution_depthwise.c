@@ -9,7 +9,7 @@
 #include "deconvolution_level.h"
 
 #define DW_COLS 1024 /* output columns of one channels-first row assembled at a time */
-#define DW_BUFFER 4096 /* floats a channel of the row buffer: 16 rows of 256 (a band of 8 rows a phase, as
+#define DW_BUFFER 2048 /* floats a channel of the row buffer: 16 rows of 128, 8 of 256 (4 rows a phase, as
                           planar_rows' blocks want; with 1024, NHWC 64 -> 1 at 64 x 64 2.1x slower) */
 #define DW_UNROLL_MAX 9 /* the most taps the kernels unroll */
 #define PLANAR_OUT_MAX 4 /* output channels a planar group, at most (the plan's PLANAR_MAX_IN) */
@@ -401,10 +401,11 @@ static int planar_pair_marches(const phase_rows *q)
 }
 
 /* planar_sums of both phases of a planar_pair_marches pair, rows i, i + s_step, ... (PLANAR_PAIR_ROWS of them)
-   of one vector at source index i: the rows of a plane go down in turn, each of its three vectors (columns -1, 0, +1)
-   loaded once for the taps of both phases that read it in this row and the next (from 2 loads a multiply-add
-   to 0.42: 27 for a plane's 64); the same sums in the same order */
-#define PLANAR_PAIR_ROWS 8
+   of one vector at source index i: the rows of a plane go down in turn, each of its three vectors (columns -1,
+   0, +1) loaded once for the taps of both phases that read it in this row and the next (from 2 loads a
+   multiply-add to 0.47: 15 for a plane's 32); the same sums in the same order. 4 rows as fast as 8 (64 -> 1,
+   32 -> 1), and a buffer of 8 rows of 256 columns holds them. */
+#define PLANAR_PAIR_ROWS 4
 SYNET_INLINE void planar_pair_rows(const phase_rows *q, int64_t i, vfloat *a, vfloat *b)
 {
     const int64_t up = q->s_step;
@@ -456,7 +457,7 @@ static void planar_pair_blocks(phase_rows *q, int64_t full, int bf16)
 }
 
 /* planar_blocks for q's channel count; a function of its own for each of pair and not (a BF16 output is
-   a test a block). One channel of a marching pair (32 registers: its sums, 8 weights, 6 source vectors):
+   a test a block). One channel of a marching pair (22 registers: its sums, 8 weights, 6 source vectors):
    planar_pair_blocks. */
 static void planar_rows(phase_rows *q, int64_t full, const int pair)
 {
