@@ -330,59 +330,6 @@ SYNET_INLINE void planar_sums(const float *s, const int64_t *toff, const float *
     }
 }
 
-/* The whole vectors of q's rows (all its channels), R rows and XB vectors (of each phase) at a time, for many
-   taps; sets q's done_rows and done_x (the rest are phase_run's). bf16: q->bf16 with AVX-512, tested at each
-   store (a store for ntaps x CO multiply-adds), not compiled twice */
-SYNET_INLINE void planar_block_rows(phase_rows *q, int64_t full, int bf16, const int pair, const int CO, const int R,
-                                    const int XB)
-{
-    const int64_t per = pair ? 2 * VW : VW, step = XB * per;
-    const int64_t blocks = full - full % step, rows = q->rows - q->rows % R;
-    const int mode = q->mode;
-    vfloat bias[PLANAR_OUT_MAX];
-    for (int k = 0; k < CO; ++k)
-        bias[k] = mode ? splat(q->bias[k]) : (vfloat){};
-    vfloat a[PLANAR_SUMS], b[PLANAR_SUMS];
-    for (int64_t r = 0; r < rows; r += R)
-        for (int64_t x = 0; x < blocks; x += step) {
-            const int64_t i = r * q->s_step + (pair ? x / 2 : x);
-            planar_sums(q->s, q->toff, q->w, q->w_step, q->ntaps, i, q->s_step, a, CO, R, XB);
-            if (pair)
-                planar_sums(q->s_b, q->toff_b, q->w_b, q->w_step, q->ntaps_b, i, q->s_step, b, CO, R, XB);
-            for (int k = 0; k < CO; ++k)
-                for (int y = 0; y < R; ++y)
-                    for (int j = 0; j < XB; ++j) {
-                        const int64_t o = k * q->out_step_c + (r + y) * q->out_step + x + j * per;
-                        const int m = (k * R + y) * XB + j;
-                        if (pair)
-                            store_pair(q->out, o, a[m], b[m], bias[k], mode, bf16);
-                        else
-                            store_vf(q->out, o, finish(a[m], bias[k], mode), bf16);
-                    }
-        }
-    q->done_rows = rows;
-    q->done_x = blocks;
-}
-
-/* planar_block_rows of CO channels with the widest blocks a row holds, B = R x XB vectors a channel: 4
-   vectors of B / 4 rows, 2 of B / 2 or 1 of B */
-SYNET_INLINE void planar_blocks(phase_rows *q, int64_t full, int bf16, const int pair, const int CO, const int B)
-{
-    const int64_t per = pair ? 2 * VW : VW;
-    if (B >= 4 && full >= 4 * per)
-        planar_block_rows(q, full, bf16, pair, CO, B / 4, 4);
-    else if (full >= 2 * per)
-        planar_block_rows(q, full, bf16, pair, CO, B / 2, 2);
-    else
-        planar_block_rows(q, full, bf16, pair, CO, B, 1);
-}
-
-/* The vectors B a channel of CO gets: CO x B sums, CO weights and a source vector in the registers (32 with
-   AVX-512, 16 below). Measured (64 -> 1..4 at 64 x 64, k4 s2): AVX-512, 3 channels of 4 vectors 1.5x slower than
-   of 8, 2 of 12 1.4x slower than of 8, 1 of 4 1.05x slower than of 8; AVX2, 3 of 4 1.45x and 2 of 4 1.2x
-   slower than of 2, 1 of 8 1.15x slower than of 4 */
-#define PLANAR_VECTORS(CO) (VW == 16 ? ((CO) <= 3 ? 8 : 4) : ((CO) == 1 ? 4 : 2))
-
 /* Whether q is one output channel of a pair of phases whose 4 taps a plane (ky-major) read, phase a, rows 0
    and -1 (the row above) at columns 0 and -1 of its first tap's, and phase b the same rows at columns +1 and 0
    (kernel 4, stride 2, odd padding, along both axes: planar_pair_rows) */
@@ -438,32 +385,72 @@ SYNET_INLINE void planar_pair_rows(const phase_rows *q, int64_t i, vfloat *a, vf
     }
 }
 
-/* planar_block_rows for a planar_pair_marches pair, PLANAR_PAIR_ROWS rows of one vector of each phase at a
-   time */
-static void planar_pair_blocks(phase_rows *q, int64_t full, int bf16)
+/* The whole vectors of q's rows (all its channels), R rows and XB vectors (of each phase) at a time, for many
+   taps; sets q's done_rows and done_x (the rest are phase_run's). bf16: q->bf16 with AVX-512, tested at each
+   store (a store for ntaps x CO multiply-adds), not compiled twice. MARCH: the sums of a planar_pair_marches
+   pair by planar_pair_rows (CO 1, R PLANAR_PAIR_ROWS, XB 1). */
+SYNET_INLINE void planar_block_rows(phase_rows *q, int64_t full, int bf16, const int pair, const int CO, const int R,
+                                    const int XB, const int MARCH)
 {
-    const int64_t rows = q->rows - q->rows % PLANAR_PAIR_ROWS;
+    const int64_t per = pair ? 2 * VW : VW, step = XB * per;
+    const int64_t blocks = full - full % step, rows = q->rows - q->rows % R;
     const int mode = q->mode;
-    const vfloat bias = mode ? splat(q->bias[0]) : (vfloat){};
-    vfloat a[PLANAR_PAIR_ROWS], b[PLANAR_PAIR_ROWS];
-    for (int64_t r = 0; r < rows; r += PLANAR_PAIR_ROWS)
-        for (int64_t x = 0; x < full; x += 2 * VW) {
-            planar_pair_rows(q, r * q->s_step + x / 2, a, b);
-            for (int k = 0; k < PLANAR_PAIR_ROWS; ++k)
-                store_pair(q->out, (r + k) * q->out_step + x, a[k], b[k], bias, mode, bf16);
+    vfloat bias[PLANAR_OUT_MAX];
+    for (int k = 0; k < CO; ++k)
+        bias[k] = mode ? splat(q->bias[k]) : (vfloat){};
+    vfloat a[PLANAR_SUMS], b[PLANAR_SUMS];
+    for (int64_t r = 0; r < rows; r += R)
+        for (int64_t x = 0; x < blocks; x += step) {
+            const int64_t i = r * q->s_step + (pair ? x / 2 : x);
+            if (MARCH) {
+                planar_pair_rows(q, i, a, b);
+            } else {
+                planar_sums(q->s, q->toff, q->w, q->w_step, q->ntaps, i, q->s_step, a, CO, R, XB);
+                if (pair)
+                    planar_sums(q->s_b, q->toff_b, q->w_b, q->w_step, q->ntaps_b, i, q->s_step, b, CO, R, XB);
+            }
+            for (int k = 0; k < CO; ++k)
+                for (int y = 0; y < R; ++y)
+                    for (int j = 0; j < XB; ++j) {
+                        const int64_t o = k * q->out_step_c + (r + y) * q->out_step + x + j * per;
+                        const int m = (k * R + y) * XB + j;
+                        if (pair)
+                            store_pair(q->out, o, a[m], b[m], bias[k], mode, bf16);
+                        else
+                            store_vf(q->out, o, finish(a[m], bias[k], mode), bf16);
+                    }
         }
     q->done_rows = rows;
-    q->done_x = full;
+    q->done_x = blocks;
 }
+
+/* planar_block_rows of CO channels with the widest blocks a row holds, B = R x XB vectors a channel: 4
+   vectors of B / 4 rows, 2 of B / 2 or 1 of B */
+SYNET_INLINE void planar_blocks(phase_rows *q, int64_t full, int bf16, const int pair, const int CO, const int B)
+{
+    const int64_t per = pair ? 2 * VW : VW;
+    if (B >= 4 && full >= 4 * per)
+        planar_block_rows(q, full, bf16, pair, CO, B / 4, 4, 0);
+    else if (full >= 2 * per)
+        planar_block_rows(q, full, bf16, pair, CO, B / 2, 2, 0);
+    else
+        planar_block_rows(q, full, bf16, pair, CO, B, 1, 0);
+}
+
+/* The vectors B a channel of CO gets: CO x B sums, CO weights and a source vector in the registers (32 with
+   AVX-512, 16 below). Measured (64 -> 1..4 at 64 x 64, k4 s2): AVX-512, 3 channels of 4 vectors 1.5x slower than
+   of 8, 2 of 12 1.4x slower than of 8, 1 of 4 1.05x slower than of 8; AVX2, 3 of 4 1.45x and 2 of 4 1.2x
+   slower than of 2, 1 of 8 1.15x slower than of 4 */
+#define PLANAR_VECTORS(CO) (VW == 16 ? ((CO) <= 3 ? 8 : 4) : ((CO) == 1 ? 4 : 2))
 
 /* planar_blocks for q's channel count; a function of its own for each of pair and not (a BF16 output is
    a test a block). One channel of a marching pair (22 registers: its sums, 8 weights, 6 source vectors):
-   planar_pair_blocks. */
+   planar_pair_rows. */
 static void planar_rows(phase_rows *q, int64_t full, const int pair)
 {
     const int bf16 = SYNET_AVX512 && q->bf16;
     if (VW == 16 && pair && planar_pair_marches(q)) {
-        planar_pair_blocks(q, full, bf16);
+        planar_block_rows(q, full, bf16, 1, 1, PLANAR_PAIR_ROWS, 1, 1);
         return;
     }
     switch (q->channels) {
@@ -590,7 +577,6 @@ static void phase_columns(phase_rows *q, int pair)
 {
     const int64_t n = unrolled_taps(!pair || q->ntaps == q->ntaps_b ? q->ntaps : 0);
     const int64_t per = pair ? 2 * VW : VW, full = q->nout - q->nout % per;
-    q->done_rows = q->done_x = 0;
     if (n == 0)
         pair ? planar_rows(q, full, 1) : planar_rows(q, full, 0);
     for (int64_t k = 0; k < q->channels; ++k) {
