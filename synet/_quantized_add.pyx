@@ -585,6 +585,11 @@ cdef bint _plain_numbers(a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero) 
     return True
 
 
+cdef object _with_rank(x, int rank):
+    """`x` with leading axes of 1 up to `rank` dimensions (itself when it has them)."""
+    return x if x.ndim == rank else x.reshape((1,) * (rank - x.ndim) + x.shape)
+
+
 cdef object _shared_memory_order(a, b, activation, axis, bint per_tensor):
     """The order of the axes (see memory_order) in which both ndarrays, `b` broadcast to `a`'s rank or the
     other way round, lie densely in memory when one is transposed (an NHWC tensor seen as NCHW); None if
@@ -599,10 +604,11 @@ cdef object _shared_memory_order(a, b, activation, axis, bint per_tensor):
     order = memory_order(big)
     if order is None:
         return None
-    if not small.reshape((1,) * (rank - small.ndim) + small.shape).transpose(order).flags.c_contiguous:
+    if not _with_rank(small, rank).transpose(order).flags.c_contiguous:
         return None
     try:
-        np.broadcast_shapes(a.shape, b.shape)
+        if a.shape != b.shape:   # (1.2 us)
+            np.broadcast_shapes(a.shape, b.shape)
         if planning.as_activation(activation, "activation") == Activation.PRELU:
             return None
     except ValueError:
@@ -677,7 +683,7 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
                         dst_zero=dst_zero, dst_dtype=dst_dtype, activation=activation,
                         activation_params=activation_params, out=o, n_threads=n_threads,
                         axis=order.index(axis % rank) if -rank <= axis < rank else axis),
-                    (a.reshape((1,) * (rank - a.ndim) + a.shape), b.reshape((1,) * (rank - b.ndim) + b.shape)),
+                    (_with_rank(a, rank), _with_rank(b, rank)),
                     out, None if out is None else np.broadcast_shapes(a.shape, b.shape))
             except ValueError:
                 result = None   # checked again below, where the message names the caller's shapes
