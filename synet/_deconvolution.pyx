@@ -89,8 +89,8 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
             min(p.pad_front, p.pad_top, p.pad_left) < 0:
         return SYNET_VALUE_ERROR
     if p.impl == SYNET_DECONV_DEPTHWISE and (
-            p.ntasks != p.batch * (p.nrows if p.nhwc and p.cg_in == p.cg_out == 1 else
-                                   p.group * ((p.nrows + p.row_run - 1) // p.row_run)) or
+            p.ntasks != p.batch * (1 if p.nhwc and p.cg_in == p.cg_out == 1 else p.group) *
+            ((p.nrows + p.row_run - 1) // p.row_run) or
             p.pad_rows != (p.batch * p.padded_d * p.padded_h if p.nhwc else
                            (0 if p.cg_in == p.cg_out == 1 else p.batch * p.src_c)) or
             (p.cg_out > 1 and (p.stride_x > 2 or p.cg_out > 4))):

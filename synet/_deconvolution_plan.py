@@ -378,7 +378,7 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
         # + 64 floats: a row's last vector may read up to 15 columns past the image (into lanes never stored)
         buf_size = batch * geo.src_c * dp * hp * wp * 4 + 64 + 256
         # channels first: each depthwise plane's task pads it; a planar one's input planes are padded first,
-        # a plane a task (channels last: a row a task)
+        # a plane a task (channels last: a padded row a task)
         pad_rows = batch * dp * hp if nhwc else (0 if depthwise else batch * geo.src_c)
     else:
         cgp = -(-cg_in // CHANNEL_MULTIPLE[micro]) * CHANNEL_MULTIPLE[micro]
@@ -484,15 +484,19 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     # channels first, not AMX: a task's run of consecutive output rows. The GEMM's: a row's last part-filled
     # store window waits for the next row of the run (16 rows at most, and >= 64 runs per image, group and
     # channel block); planar: bands of PLANAR_BAND rows, each plane's (so that a few output channels keep both
-    # threads busy: 64 -> 3 on 2 threads 0.67x -> 0.5x the time); depthwise: the whole plane (its task pads it)
-    if amx or (nhwc and not planes_kernel):
+    # threads busy: 64 -> 3 on 2 threads 0.67x -> 0.5x the time); depthwise: the whole plane (its task pads it);
+    # depthwise channels last: bands of up to PLANAR_BAND rows, all channels, >= 8 bands an image where the
+    # rows allow (the band's rows go strip by strip: depthwise_band_channels_last)
+    if amx or (nhwc and not planar):
         row_run = 1
+    elif planar and not planes_kernel:
+        row_run = max(1, min(PLANAR_BAND, nrows // 8))
     elif planar:
         row_run = nrows if depthwise else PLANAR_BAND
     else:
-        row_run = max(1, min(16, nrows // 64))
+        row_run = max(1, min(PLANAR_BAND, nrows // 8))
     nruns = -(-nrows // row_run)
-    ntasks = batch * ((g * nruns if planes_kernel else nrows) if planar
+    ntasks = batch * ((g * nruns if planes_kernel else nruns) if planar
                       else g * (amx_runs if amx else nruns * nblocks))
     # an FP32 output far larger than the caches: non-temporal stores of whole lines (channels first: the phases'
     # store windows; channels last: micro-tiles stored from the registers; BF16 outputs gained nothing)

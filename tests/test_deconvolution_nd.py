@@ -241,6 +241,33 @@ def test_planar_channels_last_is_channels_first(c_in, c_out, groups, height, wid
     assert synet.Deconvolution16b(2, conv).info().startswith("Planar")
 
 
+@pytest.mark.parametrize("act, out_dtype, threads", [("identity", np.float32, 1), ("relu", BF16, 2),
+                                                     ("gelu", np.float32, 2), ("relu", np.float32, 1)])
+@pytest.mark.parametrize("c, size, kernel, stride, pad", [
+    (20, (20, 33), 4, 2, 1), (64, (16, 40), 3, 1, 1), (5, (30, 9), 3, 3, 0), (70, (24, 17), 2, 2, 0),
+    (16, (3, 12, 10), 3, 2, 1), (3, (2, 17, 6), (2, 4, 3), (1, 2, 3), (0, 1, 1))])
+def test_depthwise_channels_last_is_channels_first(c, size, kernel, stride, pad, act, out_dtype, threads):
+    """The channels-last depthwise kernel (bands of output rows, strip by strip, a phase's rows of a strip in one
+    call): the channels-first kernel's bits, transposed, and the float64 reference's values."""
+    dims = len(size)
+    rng = np.random.default_rng(c + size[-1])
+    x = rng.standard_normal((2, c, *size)).astype(np.float32)
+    w = rng.standard_normal((c, 1, *np.broadcast_to(kernel, dims))).astype(np.float32)
+    bias = rng.standard_normal(c).astype(np.float32)
+    kwargs = dict(groups=c, activation=act, out_dtype=out_dtype, n_threads=threads)
+    first = FUNCTIONS[dims](x, w, bias, stride, pad, **kwargs)
+    last = FUNCTIONS[dims](np.moveaxis(x, 1, -1).copy(), np.moveaxis(w, 1, -1).copy(), bias, stride, pad,
+                           layout=LAYOUTS[dims][1], **kwargs)
+    bits = np.uint16 if out_dtype is BF16 else np.uint32
+    assert np.array_equal(np.moveaxis(first, 1, -1).view(bits), last.view(bits))
+    pads = tuple(np.broadcast_to(pad, dims))
+    ref, mag = reference_nd(bf16_round(x), bf16_round(w), bias, tuple(np.broadcast_to(stride, dims)), pads, pads,
+                            (1,) * dims, c)
+    act_enum = Activation[act.upper()]
+    assert_close(np.moveaxis(last, -1, 1), activate(ref, act_enum, None), mag, out_dtype is BF16,
+                 activation_slope(act_enum, None))
+
+
 def test_planar_context_pickles_and_runs_on_threads():
     """A planar context: the same bits on 1, 2 and 3 threads, and after a pickle round trip (its packed
     weights unpacked to the caller's layout and packed again)."""
