@@ -149,6 +149,15 @@ def probe(seed: int = 0) -> dict[str, np.ndarray]:
         for out_dtype in (np.float32, ml_dtypes.bfloat16):
             out[f"deconv planar pair {act} {np.dtype(out_dtype).name}"] = synet.conv_transpose2d(
                 x, w, rng.standard_normal(2).astype(np.float32)[:1], 2, 1, activation=act, out_dtype=out_dtype)
+    # depthwise, channels last, tall and wide: bands of several rows, a phase's rows a call, several strips
+    x = rng.standard_normal((2, 37, 70, 24)).astype(np.float32)
+    for kernel, stride in ((4, 2), (3, 1)):
+        w = rng.standard_normal((24, kernel, kernel, 1)).astype(np.float32)
+        for act in ("identity", "relu", "hswish"):
+            for out_dtype in (np.float32, ml_dtypes.bfloat16):
+                out[f"deconv depthwise NHWC bands k{kernel} {act} {np.dtype(out_dtype).name}"] = synet.conv_transpose2d(
+                    x, w, rng.standard_normal(24).astype(np.float32), stride, 1, groups=24, layout="NHWC",
+                    activation=act, out_dtype=out_dtype, n_threads=2)
     # outputs of 4 MiB: stores that bypass the caches (channels first: the phases' windows; last: the tiles)
     x = rng.standard_normal((1, 16, 64, 64)).astype(np.float32)
     w = rng.standard_normal((16, 64, 2, 2)).astype(np.float32)

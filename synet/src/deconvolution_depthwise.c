@@ -729,7 +729,9 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
    that the epilogue stores. */
 #define DW_NV (VW == 16 ? 4 : 2) /* vectors of channels in a span: NT x DW_NV weights stay in registers */
 #define DW_SPAN (DW_NV * VW)
-#define DW_PIXELS 16 /* outputs of a phase a tile: a strip of depthwise_band_channels_last */
+/* outputs of a phase a tile: a strip of depthwise_band_channels_last (AVX2 and below, 4 tiles a pixel of 64
+   channels: with strips of 16, D4h at avx2 1.075x the time of a task a row, with 64 1.03x) */
+#define DW_PIXELS (VW == 16 ? 16 : 64)
 
 /* Where channels_last_tile stores finished outputs itself (finish_mode > 0): out[l * out_row + m * step + c] for
    `rows` rows l of a phase, their sources s_row apart */
@@ -850,7 +852,7 @@ static void channels_last_call(const float *s, synet_size C, const int64_t *toff
    strips of DW_PIXELS outputs of each phase, the band's rows of a strip before the next strip (its source
    pixels stay in L1 for the rows that read them again), a phase's rows of a strip in one call (the weights
    loaded once), in tiles of pixels x channels; each output stored once with bias and activation. Row by
-   row, each phase row a call: D4h 1.08x the time (Zen 5; the same at avx2). */
+   row, each phase row a call: D4h 1.08x the time (Zen 5, avx512_bf16). */
 static void depthwise_band_channels_last(const synet_deconv_plan *p, const float *image, void *dst, synet_size task)
 {
     float tile[DW_PIXELS * DW_SPAN];
