@@ -494,7 +494,7 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     elif planar:
         row_run = nrows if depthwise else PLANAR_BAND
     else:
-        row_run = max(1, min(PLANAR_BAND, nrows // 8))
+        row_run = max(1, min(16, nrows // 64))
     nruns = -(-nrows // row_run)
     ntasks = batch * ((g * nruns if planes_kernel else nruns) if planar
                       else g * (amx_runs if amx else nruns * nblocks))
