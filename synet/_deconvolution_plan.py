@@ -367,7 +367,7 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     # different orders.
     planar = depthwise or (stride[2] <= 2 and cg_in <= planar_max_in(cg_out, dst[2]))
     # the kernel on planes (channels first, or a planar plan's channels-last source transposed into them)
-    planes_kernel = planar and not (nhwc and depthwise)
+    planes_kernel = planar and not channels_last_kernel(nhwc, cg_in, cg_out)
     amx = not soft and micro_amx and cg_in >= 16 and not planar and bool(amx_permission())
     micro = MICRO_AMX if amx else (MICRO_BF16 if micro_bf16 and not soft else MICRO_FP32)
     width = AMX_BLOCK if amx else BLOCK
@@ -489,7 +489,7 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     # rows allow (the band's rows go strip by strip: depthwise_band_channels_last)
     if amx or (nhwc and not planar):
         row_run = 1
-    elif planar and not planes_kernel:
+    elif channels_last_kernel(nhwc, cg_in, cg_out):
         row_run = max(1, min(PLANAR_BAND, nrows // 8))
     elif planar:
         row_run = nrows if depthwise else PLANAR_BAND
@@ -588,6 +588,13 @@ def row_units(wide: int, lanes: int) -> int:
     return lanes * (4 if wide else 2)
 
 
+def channels_last_kernel(nhwc: object, cg_in: int, cg_out: int) -> bool:
+    """Whether a depthwise plan runs the channels-last kernel on its source as it lies (a depthwise one on a
+    channels-last source: deconvolution_depthwise.c's channels_last_kernel); every other depthwise or planar
+    plan runs on planes."""
+    return bool(nhwc) and cg_in == cg_out == 1
+
+
 def planar_max_in(cg_out: int, width: int) -> int:
     """The most input channels a group a planar plan of cg_out output channels a group and output rows of
     `width` columns may have (0: none)."""
@@ -612,8 +619,8 @@ def unpack_weights(packed: np.ndarray, planned: DeconvolutionPlan) -> np.ndarray
     taps = (t["tap_kz"], t["tap_ky"], t["tap_kx"])
     if planned.impl == DEPTHWISE:
         n = s["kpairs"]   # [output channel c][tap t]; a planar plan's tap t reads the input channel tap_channels
-        channels_last = s["nhwc"] and cg_in == cg_out == 1   # the channels-last kernel's [tap][c]
-        table = packed.reshape(n, geo.dst_c).T if channels_last else packed.reshape(geo.dst_c, n)
+        table = (packed.reshape(n, geo.dst_c).T if channels_last_kernel(s["nhwc"], cg_in, cg_out)
+                 else packed.reshape(geo.dst_c, n))   # the channels-last kernel's [tap][c], else [c][tap]
         channel, tap = np.arange(geo.dst_c)[:, None], np.arange(n)
         ci = tap_channels(t["phase_taps"], t["phase_tap0"], cg_in)
         canon[channel // cg_out, ci[tap], taps[0][tap], taps[1][tap], taps[2][tap], channel % cg_out] = table

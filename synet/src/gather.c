@@ -120,16 +120,14 @@ SYNET_INLINE int all_in_range32(const void *idx, const int idx_size, synet_size 
     }
 
 /* 4-byte elements two at a time: both loaded, stored as one 8-byte word (3 memory operations a pair, 4 with
-   8-byte indices, against 6: G4 with set_index 0.89x the time); Q: the pair's two int32 offsets as one word
-   (or 0), A and B the elements' offsets */
-#define PAIR_LOOP(Q, A, B)                                                                                 \
+   8-byte indices, against 6: G4 with set_index 0.89x the time); A and B: the offsets of elements j and j + 1
+   (two int32 offsets read as one word: the compiler loads it once for both) */
+#define PAIR_LOOP(A, B)                                                                                    \
     {                                                                                                      \
         typedef uint32_t elem_u __attribute__((aligned(1)));                                               \
         typedef uint64_t pair_u __attribute__((aligned(1)));                                               \
         typedef int64_t offset_u __attribute__((aligned(1), unused));                                       \
         _Pragma("GCC unroll 16") for (int j = 0; j < 32; j += 2) {                                         \
-            const uint64_t q_ = (Q);                                                                       \
-            (void)q_;                                                                                      \
             const uint64_t a_ = ((const elem_u *)src)[A], b_ = ((const elem_u *)src)[B];                  \
             ((pair_u *)dst)[j / 2] = a_ | b_ << 32;                                                        \
         }                                                                                                  \
@@ -145,9 +143,9 @@ SYNET_INLINE int direct32(const void *src, const void *idx, const int idx_size, 
     if (!all_in_range32(idx, idx_size, count))
         return 0;
     if (width == 4 && idx_size == 4)
-        PAIR_LOOP(((const pair_u *)idx)[j / 2], (uint32_t)q_, q_ >> 32)
+        PAIR_LOOP((uint32_t)((const pair_u *)idx)[j / 2], ((const pair_u *)idx)[j / 2] >> 32)
     else if (width == 4)
-        PAIR_LOOP(0, ((const offset_u *)idx)[j], ((const offset_u *)idx)[j + 1])
+        PAIR_LOOP(((const offset_u *)idx)[j], ((const offset_u *)idx)[j + 1])
     else if (idx_size == 4)
         SCALAR_LOOP(int32_t, uint64_t, ((const index_u *)idx)[j])
     else
@@ -347,25 +345,28 @@ SYNET_INLINE synet_size table_loop(const char *src, synet_size src_step, const v
         /* a head up to a cache line of dst first: NumPy's buffers start 16 or 32 bytes into one, and stores
            across lines cost */
         const synet_size head = SYNET_MIN(n, (synet_size)((64 - ((uintptr_t)dr & 63)) & 63) / 4);
-#define TABLE_STEP(K, MASK, STORE)                                                                              \
+/* the 16 lookups from K, lanes MASK (0xFFFF: a whole vector, unmasked) */
+#define TABLE_STEP(K, MASK)                                                                                    \
     do {                                                                                                       \
         __m512i ic = raw16(ir + (K) * idx_size, idx_size == 8, MASK);                                          \
         low = _mm512_min_epi32(low, ic);                                                                       \
         high = _mm512_max_epi32(high, ic);                                                                     \
         if (!offsets && !wraps)                                                                                \
             ic = _mm512_add_epi32(ic, _mm512_and_si512(_mm512_srai_epi32(ic, 31), vcount));                    \
-        STORE;                                                                                                 \
+        if ((MASK) == 0xFFFF)                                                                                  \
+            _mm512_storeu_si512(dr + (K), table_lookup(t, ic, pairs));                                         \
+        else                                                                                                   \
+            _mm512_mask_storeu_epi32(dr + (K), MASK, table_lookup(t, ic, pairs));                              \
     } while (0)
         /* the head and the tail masked, whole vectors between without a mask or a test (a step computed,
            masked and tested each time: 14 scalar instructions a vector, G2 1.3x the time) */
         if (head)
-            TABLE_STEP(0, synet_mask16(head), _mm512_mask_storeu_epi32(dr, synet_mask16(head), table_lookup(t, ic, pairs)));
+            TABLE_STEP(0, synet_mask16(head));
         synet_size k = head;
         for (; k + 16 <= n; k += 16)
-            TABLE_STEP(k, 0xFFFF, _mm512_storeu_si512(dr + k, table_lookup(t, ic, pairs)));
+            TABLE_STEP(k, 0xFFFF);
         if (k < n)
-            TABLE_STEP(k, synet_mask16(n - k), _mm512_mask_storeu_epi32(dr + k, synet_mask16(n - k),
-                                                                         table_lookup(t, ic, pairs)));
+            TABLE_STEP(k, synet_mask16(n - k));
 #undef TABLE_STEP
         if (_mm512_reduce_max_epi32(high) >= (int)count ||
             _mm512_reduce_min_epi32(low) < (offsets ? 0 : -(int)count)) /* again, lane-checked */
