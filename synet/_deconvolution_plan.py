@@ -58,6 +58,8 @@ BF16_SOFT = int(Compatibility.BF16_SOFT)
 NO_TABLE = np.zeros(0, np.int64)
 NO_TABLE.flags.writeable = False
 EMPTY_TABLE = (0, 1)   # the bounds of an empty table: the leading 0 of the table data
+AMX_TABLES = ("unit_s0", "unit_s1", "unit_ob", "run_unit0", "seg_aoff", "seg_doff", "seg_m", "seg_phase")
+BORDER_TABLES = ("border_z", "border_y", "border_x")
 
 
 def pair_channels(micro: int, kpairs: int) -> np.ndarray:
@@ -271,21 +273,21 @@ def border_outputs(phases, stride: int, pad_begin: int, src: int, dst: int) -> n
     return flags
 
 
-def _tables(tables: dict) -> tuple[np.ndarray, dict]:
-    """The int64 tables `tables` (name -> list, tuple or int64 array of ints) in one array, each followed by a
-    0 so that none is empty (the C side reads a pointer), and name -> (begin, end) of each in it; the empty
-    ones all are the leading 0, (0, 1). (One list, made an array once: a new shape's plan builds these.)"""
-    flat = [0]
-    bounds = {}
+def _tables(tables: dict, flat: tuple = (0,), bounds: dict | None = None) -> tuple[list, dict]:
+    """The int64 tables `tables` (name -> list, tuple or int64 array of ints) appended to `flat`'s (by default
+    none) in one list, each followed by a 0 so that none is empty (the C side reads a pointer), and name ->
+    (begin, end) of each in it added to `bounds`' (both copied); the empty ones all are the leading 0, (0, 1)."""
+    flat_list = list(flat)
+    all_bounds = dict(bounds) if bounds else {}
     for name, values in tables.items():
         if len(values):
-            begin = len(flat)
-            flat += values.tolist() if isinstance(values, np.ndarray) else values
-            flat.append(0)
-            bounds[name] = begin, len(flat)
+            begin = len(flat_list)
+            flat_list += values.tolist() if isinstance(values, np.ndarray) else values
+            flat_list.append(0)
+            all_bounds[name] = begin, len(flat_list)
         else:
-            bounds[name] = EMPTY_TABLE
-    return np.array(flat, np.int64), bounds
+            all_bounds[name] = EMPTY_TABLE
+    return flat_list, all_bounds
 
 
 @functools.lru_cache(maxsize=1024)
@@ -334,6 +336,111 @@ def weight_offsets_of(group: int, phase_taps: tuple, kpairs: int, block_units: t
     return tuple(offsets), offset
 
 
+class PlanFamily(NamedTuple):
+    """What a plan's geometry fixes apart from its batch and spatial sizes (plan_family): the micro-kernel, the
+    taps in their order, the packed weights' layout, and the C plan's values and tables none of the sizes
+    change. Shared by every plan of the family (never modified)."""
+
+    micro: int
+    planes_kernel: bool       # planar, on planes (channels first, or a channels-last source transposed)
+    cgp: int                  # GEMM: input channels a group in the padded image
+    cpt: int                  # GEMM: elements a padded pixel (pixel_stride)
+    pix: int                  # elements from one padded pixel to the next
+    direct: bool              # GEMM on the caller's channels-last BF16 source itself (no padded copy)
+    elem: int                 # bytes a padded element (GEMM)
+    tap_parts: tuple          # (oz, oy, ox, plane) of each tap in table order: its source offset's parts
+    table_flat: tuple         # _tables' layout of the tables no size changes
+    table_bounds: dict
+    scalars: dict             # the C plan's values no size changes
+    packed_size: int
+    pack_units: int
+    weight_shape: tuple
+    weight_steps: tuple
+    src_dtypes: tuple
+    dst_dtypes: tuple
+
+
+@functools.lru_cache(maxsize=256)
+def plan_family(geo: Geometry, compat: int, micro_bf16: bool, fp32_strip: int, planar: bool, amx: bool,
+                unpadded: bool) -> PlanFamily:
+    """The family of `geo` (its sizes are ignored: the memo is keyed by a geometry with src and dst ()) for
+    plans with the given kernel choices (plan). Memoised: a new spatial size of a known geometry looks it up."""
+    nhwc = geo.channels_last
+    g = geo.group
+    cg_in, cg_out = geo.src_c // g, geo.dst_c // g
+    depthwise = cg_in == 1 and cg_out == 1
+    kernel, stride, dilation, pad_begin = geo.kernel, geo.stride, geo.dilation, geo.pad_begin
+    src_bf16 = geo.src_type == DataType.BFLOAT16
+    soft = bool(compat & BF16_SOFT)
+    planes_kernel = planar and not channels_last_kernel(nhwc, cg_in, cg_out)
+    micro = MICRO_AMX if amx else (MICRO_BF16 if micro_bf16 and not soft else MICRO_FP32)
+    width = AMX_BLOCK if amx else BLOCK
+    if planar:
+        cgp, cpt, pix, elem = 1, 1, 1 if planes_kernel else geo.src_c, 4
+        direct = False
+    else:
+        cgp = -(-cg_in // CHANNEL_MULTIPLE[micro]) * CHANNEL_MULTIPLE[micro]
+        cpt = pix = g * cgp
+        elem = 4 if micro == MICRO_FP32 else 2
+        direct = nhwc and src_bf16 and micro != MICRO_FP32 and cgp == cg_in and unpadded
+    # taps per phase (rz, ry, rx), kz-major, with their offsets in the padded image and kernel positions
+    phase_taps, phase_tap0, tap_kz, tap_ky, tap_kx, tap_oz, tap_oy, tap_ox = phase_tap_lists(stride, dilation, kernel)
+    # a planar plan: a phase's taps over each of the group's input planes in turn, plane-major (the plane's
+    # taps read neighbouring rows; tap-major, each tap over all the planes: 128 -> 3 at 32 x 32 1.12x slower,
+    # 64 -> 3 at 64 x 64 the same), deconv_depthwise_pack's order
+    planes = cg_in if planar and not depthwise else 1
+    if planes > 1:
+        order = [(t, c) for p0, p1 in zip(phase_tap0, phase_tap0[1:]) for c in range(planes) for t in range(p0, p1)]
+        tap_parts = tuple((tap_oz[t], tap_oy[t], tap_ox[t], c) for t, c in order)
+        phase_taps = tuple(n * planes for n in phase_taps)
+        phase_tap0 = tuple(n * planes for n in phase_tap0)
+        tap_kz, tap_ky, tap_kx = (tuple(taps[t] for t, _ in order) for taps in (tap_kz, tap_ky, tap_kx))
+    else:
+        tap_parts = tuple(zip(tap_oz, tap_oy, tap_ox, itertools.repeat(0)))
+    nblocks = (cg_out + width - 1) // width
+    kpairs = len(tap_parts) if planar else cgp // 2
+    # the FP32 micro-kernel's weights as float32 rows (no unpacking of BF16 pairs in its inner loop: D2, D3,
+    # D5 0.88-0.93x the time at avx512 and avx2) where a channel block's weights, twice the bytes, stay well
+    # inside L2 (D1's 1 MiB: 1.07-1.12x slower than pairs)
+    wide = int(micro == MICRO_FP32 and not planar and len(tap_parts) * kpairs * min(width, cg_out) * 8 <= WIDE_MAX)
+    weight_offsets: tuple = ()
+    if not planar:   # per group, phase and channel block (of `lanes` channels, whole vectors)
+        block_units = tuple(row_units(wide, (min(width, cg_out - ob * width) + 15) // 16 * 16)
+                            for ob in range(nblocks))
+        weight_offsets, offset = weight_offsets_of(g, phase_taps, kpairs, block_units)
+    packed_size = geo.dst_c * len(tap_parts) if planar else offset + 64
+    static_tables = {"phase_taps": phase_taps, "phase_tap0": phase_tap0, "tap_kz": tap_kz, "tap_ky": tap_ky,
+                     "tap_kx": tap_kx, "weight_offsets": weight_offsets}
+    if not amx:   # (plan fills them for AMX plans)
+        static_tables.update(dict.fromkeys(AMX_TABLES, ()))
+    if unpadded:  # (plan fills them for padded plans)
+        static_tables.update(dict.fromkeys(BORDER_TABLES, ()))
+    flat, table_bounds = _tables(static_tables)
+    scalars = {
+        "impl": DEPTHWISE if planar else GEMM, "micro": micro, "wide_weights": wide, "src_bf16": int(src_bf16),
+        "dst_bf16": int(geo.dst_type == DataType.BFLOAT16), "nhwc": int(nhwc), "direct": int(direct),
+        "act": int(geo.activation), "src_c": geo.src_c, "dst_c": geo.dst_c, "group": g, "cg_in": cg_in,
+        "cg_out": cg_out, "kernel_z": kernel[0], "kernel_y": kernel[1], "kernel_x": kernel[2],
+        "dilation_z": dilation[0], "dilation_y": dilation[1], "dilation_x": dilation[2], "stride_z": stride[0],
+        "stride_y": stride[1], "stride_x": stride[2], "pad_front": pad_begin[0], "pad_top": pad_begin[1],
+        "pad_left": pad_begin[2], "cg_padded": cgp, "pixel_stride": cpt, "kpairs": kpairs, "block_width": width,
+        "weight_strip": fp32_strip if micro == MICRO_FP32 else width, "nblocks": nblocks,
+    }
+    kz, ky, kx = kernel
+    spatial_kernel = kernel[3 - geo.dims:]
+    if nhwc:
+        weight_shape = (geo.src_c, *spatial_kernel, cg_out)
+        steps = (kz * ky * kx * cg_out, 1, ky * kx * cg_out, kx * cg_out, cg_out)
+    else:
+        weight_shape = (geo.src_c, cg_out, *spatial_kernel)
+        steps = (cg_out * kz * ky * kx, kz * ky * kx, ky * kx, kx, 1)
+    src_dtypes = (BFLOAT16, UINT16) if src_bf16 else (FLOAT32,)
+    dst_dtypes = (BFLOAT16, UINT16) if geo.dst_type == DataType.BFLOAT16 else (FLOAT32,)
+    return PlanFamily(micro, planes_kernel, cgp, cpt, pix, direct, elem, tap_parts, tuple(flat),
+                      table_bounds, scalars, packed_size, geo.dst_c if planar else g * kpairs, weight_shape, steps,
+                      src_dtypes, dst_dtypes)
+
+
 def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, micro_bf16: bool, micro_amx: bool,
          fp32_strip: int, amx_permission, dims: int | None = None) -> DeconvolutionPlan:
     """Plan `batch` images of geometry `conv` (a ConvParams or ConvParams3d as `validate` returns it, or one
@@ -341,7 +448,8 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     CPU level: `micro_amx` says whether the level has the AMX micro-kernel,
     `micro_bf16` whether plans off AMX use the vdpbf16ps one (the level has it and this CPU runs it faster
     than FP32 FMAs), `fp32_strip` how many output channels its FP32 micro-kernel sums per call (the strips
-    its weights are packed in); `amx_permission()` asks the OS (called only when the plan would use AMX)."""
+    its weights are packed in); `amx_permission()` asks the OS (called only when the plan would use AMX).
+    What the sizes do not change comes from plan_family (memoised); the rest is worked out here."""
     batch = _int(batch, "batch", 1)
     compat = int(as_compatibility(compatibility))
     geo = geometry_of(conv, dims)
@@ -358,56 +466,35 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     axes = [axis_phases(stride[a], dilation[a], kernel[a], pad_begin[a], src[a], dst[a]) for a in range(3)]
     (_, plz, phz), (_, ply, phy), (phases_x, plx, phx) = axes
     dp, hp, wp = src[0] + plz + phz, src[1] + ply + phy, src[2] + plx + phx
-    src_bf16 = geo.src_type == DataType.BFLOAT16
-    soft = bool(compat & BF16_SOFT)
+    unpadded = plz == phz == ply == phy == plx == phx == 0
     # few output channels a group: the depthwise kernel's planes, the group's output channels' taps running over
     # its input planes together (the GEMM's output blocks would hold 1-4 valid of 16 lanes; the planar kernel's
     # vectors run along rows, so it wants wide ones: PLANAR_MAX_IN); a channels-last source is transposed into
     # planes, its outputs stored dst_c apart. The same choice at every level, AMX's too: the kernels sum in
     # different orders.
     planar = depthwise or (stride[2] <= 2 and cg_in <= planar_max_in(cg_out, dst[2]))
-    # the kernel on planes (channels first, or a planar plan's channels-last source transposed into them)
-    planes_kernel = planar and not channels_last_kernel(nhwc, cg_in, cg_out)
-    amx = not soft and micro_amx and cg_in >= 16 and not planar and bool(amx_permission())
-    micro = MICRO_AMX if amx else (MICRO_BF16 if micro_bf16 and not soft else MICRO_FP32)
-    width = AMX_BLOCK if amx else BLOCK
-    unpadded = plz == phz == ply == phy == plx == phx == 0
+    amx = (not (compat & BF16_SOFT) and micro_amx and cg_in >= 16 and not planar and bool(amx_permission()))
+    family = plan_family(geo._replace(src=(), dst=()), compat, bool(micro_bf16), fp32_strip, planar, amx,
+                         unpadded)
+    cpt, pix = family.cpt, family.pix
     if planar:
-        cgp, cpt, pix = 1, 1, 1 if planes_kernel else geo.src_c
-        direct = False
         # + 64 floats: a row's last vector may read up to 15 columns past the image (into lanes never stored)
         buf_size = batch * geo.src_c * dp * hp * wp * 4 + 64 + 256
         # channels first: each depthwise plane's task pads it; a planar one's input planes are padded first,
         # a plane a task (channels last: a padded row a task)
         pad_rows = batch * dp * hp if nhwc else (0 if depthwise else batch * geo.src_c)
     else:
-        cgp = -(-cg_in // CHANNEL_MULTIPLE[micro]) * CHANNEL_MULTIPLE[micro]
-        cpt = pix = g * cgp
-        elem = 4 if micro == MICRO_FP32 else 2
-        direct = nhwc and src_bf16 and micro != MICRO_FP32 and cgp == cg_in and unpadded
-        buf_size = 0 if direct else batch * dp * hp * wp * cpt * elem + 64
-        pad_rows = 0 if direct else batch * dp * hp
+        buf_size = 0 if family.direct else batch * dp * hp * wp * cpt * family.elem + 64
+        pad_rows = 0 if family.direct else batch * dp * hp
     row, plane = wp * pix, hp * wp * pix
-    # taps per phase (rz, ry, rx), kz-major, with their offsets in the padded image and kernel positions
-    phase_taps, phase_tap0, tap_kz, tap_ky, tap_kx, tap_oz, tap_oy, tap_ox = phase_tap_lists(stride, dilation, kernel)
-    # a planar plan: a phase's taps over each of the group's input planes in turn, plane-major (the plane's
-    # taps read neighbouring rows; tap-major, each tap over all the planes: 128 -> 3 at 32 x 32 1.12x slower,
-    # 64 -> 3 at 64 x 64 the same), deconv_depthwise_pack's order
-    planes = cg_in if planar and not depthwise else 1
-    if planes > 1:
-        order = [(t, c) for p0, p1 in zip(phase_tap0, phase_tap0[1:]) for c in range(planes) for t in range(p0, p1)]
-        tap_offsets = [tap_oz[t] * plane + tap_oy[t] * row + tap_ox[t] * pix + c * dp * plane for t, c in order]
-        phase_taps = tuple(n * planes for n in phase_taps)
-        phase_tap0 = tuple(n * planes for n in phase_tap0)
-        tap_kz, tap_ky, tap_kx = (tuple(taps[t] for t, _ in order) for taps in (tap_kz, tap_ky, tap_kx))
-    else:
-        tap_offsets = [oz * plane + oy * row + ox * pix for oz, oy, ox in zip(tap_oz, tap_oy, tap_ox)]
+    image = dp * plane
+    tap_offsets = [oz * plane + oy * row + ox * pix + c * image for oz, oy, ox, c in family.tap_parts]
     # task rows: one per output row (oz, oy), in output order (the kernels derive each one's phase and
     # indices: deconvolution.h, synet_deconv_row_of)
     nrows = dst[0] * dst[1]
     col_first = [ph[1] for ph in phases_x]
     col_count = [ph[2] for ph in phases_x]
-    nblocks = (cg_out + width - 1) // width
+    nblocks = family.scalars["nblocks"]
     # AMX: segments of <= 16 pixels of one phase row; the full ones of a phase go in pairs
     seg_aoff: list[int] = []
     seg_doff: list[int] = []
@@ -461,26 +548,13 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
             border_outputs(phases, stride[a], pad_begin[a], src[a], dst[a]) if low or high
             else np.zeros(dst[a], np.int64) for a, (phases, low, high) in enumerate(axes))
         border_x = np.flatnonzero(border_x)
-    kpairs = len(tap_offsets) if planar else cgp // 2
-    # the FP32 micro-kernel's weights as float32 rows (no unpacking of BF16 pairs in its inner loop: D2, D3,
-    # D5 0.88-0.93x the time at avx512 and avx2) where a channel block's weights, twice the bytes, stay well
-    # inside L2 (D1's 1 MiB: 1.07-1.12x slower than pairs)
-    wide = int(micro == MICRO_FP32 and not planar and len(tap_offsets) * kpairs * min(width, cg_out) * 8 <= WIDE_MAX)
-    weight_offsets: tuple = ()
-    if not planar:   # per group, phase and channel block (of `lanes` channels, whole vectors)
-        block_units = tuple(row_units(wide, (min(width, cg_out - ob * width) + 15) // 16 * 16)
-                            for ob in range(nblocks))
-        weight_offsets, offset = weight_offsets_of(g, phase_taps, kpairs, block_units)
-    packed_size = geo.dst_c * len(tap_offsets) if planar else offset + 64
-    table_data, table_bounds = _tables({
-        "phase_taps": phase_taps, "phase_tap0": phase_tap0,
-        "tap_offsets": tap_offsets, "tap_kz": tap_kz, "tap_ky": tap_ky, "tap_kx": tap_kx,
-        "col_first": col_first, "col_count": col_count,
-        "unit_s0": unit_s0, "unit_s1": unit_s1, "unit_ob": unit_ob, "run_unit0": run_unit0,
-        "seg_aoff": seg_aoff, "seg_doff": seg_doff, "seg_m": seg_m,
-        "seg_phase": seg_phase, "weight_offsets": weight_offsets,
-        "border_z": border_z, "border_y": border_y, "border_x": border_x,
-    })
+    tables: dict = {"tap_offsets": tap_offsets, "col_first": col_first, "col_count": col_count}
+    if amx:
+        tables.update(zip(AMX_TABLES, (unit_s0, unit_s1, unit_ob, run_unit0, seg_aoff, seg_doff, seg_m, seg_phase)))
+    if not unpadded:
+        tables.update(zip(BORDER_TABLES, (border_z, border_y, border_x)))
+    table_list, table_bounds = _tables(tables, family.table_flat, family.table_bounds)
+    table_data = np.array(table_list, np.int64)
     # channels first, not AMX: a task's run of consecutive output rows. The GEMM's: a row's last part-filled
     # store window waits for the next row of the run (16 rows at most, and >= 64 runs per image, group and
     # channel block); planar: bands of PLANAR_BAND rows, each plane's (so that a few output channels keep both
@@ -496,44 +570,30 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     else:
         row_run = max(1, min(16, nrows // 64))
     nruns = -(-nrows // row_run)
-    ntasks = batch * ((g * nruns if planes_kernel else nruns) if planar
+    ntasks = batch * ((g * nruns if family.planes_kernel else nruns) if planar
                       else g * (amx_runs if amx else nruns * nblocks))
     # an FP32 output far larger than the caches: non-temporal stores of whole lines (channels first: the phases'
     # store windows; channels last: micro-tiles stored from the registers; BF16 outputs gained nothing)
     stream = int(not (amx or planar) and geo.dst_type == DataType.FLOAT32 and
                  batch * math.prod(dst) * geo.dst_c * 4 >= STREAM_MIN)
     scalars = {
-        "impl": DEPTHWISE if planar else GEMM, "micro": micro, "wide_weights": wide, "src_bf16": int(src_bf16),
-        "dst_bf16": int(geo.dst_type == DataType.BFLOAT16), "nhwc": int(nhwc), "direct": int(direct),
-        "act": int(geo.activation), "buf_size": buf_size, "batch": batch, "src_c": geo.src_c, "src_d": src[0],
-        "src_h": src[1], "src_w": src[2], "dst_c": geo.dst_c, "dst_d": dst[0], "dst_h": dst[1], "dst_w": dst[2],
-        "group": g, "cg_in": cg_in, "cg_out": cg_out, "kernel_z": kernel[0], "kernel_y": kernel[1],
-        "kernel_x": kernel[2], "dilation_z": dilation[0], "dilation_y": dilation[1], "dilation_x": dilation[2],
-        "stride_z": stride[0], "stride_y": stride[1], "stride_x": stride[2], "pad_front": pad_begin[0],
-        "pad_top": pad_begin[1], "pad_left": pad_begin[2], "padded_d": dp, "padded_h": hp, "padded_w": wp,
-        "pad_low_z": plz, "pad_low_y": ply, "pad_low_x": plx, "cg_padded": cgp, "pixel_stride": cpt,
-        "padded_image": dp * hp * wp * (geo.src_c if planar else cpt), "kpairs": kpairs, "block_width": width,
-        "weight_strip": fp32_strip if micro == MICRO_FP32 else width, "nblocks": nblocks, "nrows": nrows,
-        "nunits": len(unit_s0), "amx_runs": amx_runs, "ntasks": ntasks, "row_run": row_run, "stream": stream,
+        **family.scalars, "buf_size": buf_size, "batch": batch, "src_d": src[0], "src_h": src[1], "src_w": src[2],
+        "dst_d": dst[0], "dst_h": dst[1], "dst_w": dst[2], "padded_d": dp, "padded_h": hp, "padded_w": wp,
+        "pad_low_z": plz, "pad_low_y": ply, "pad_low_x": plx,
+        "padded_image": dp * hp * wp * (geo.src_c if planar else cpt), "nrows": nrows, "nunits": len(unit_s0),
+        "amx_runs": amx_runs, "ntasks": ntasks, "row_run": row_run, "stream": stream,
         "dst_image": math.prod(dst) * geo.dst_c, "pad_rows": pad_rows, "nborder_x": len(border_x),
     }
-    spatial = geo.src[3 - geo.dims:], geo.dst[3 - geo.dims:], geo.kernel[3 - geo.dims:]
-    kz, ky, kx = geo.kernel
+    spatial = geo.src[3 - geo.dims:], geo.dst[3 - geo.dims:]
     if nhwc:
         src_shape = (batch, *spatial[0], geo.src_c)
         dst_shape = (batch, *spatial[1], geo.dst_c)
-        weight_shape = (geo.src_c, *spatial[2], cg_out)
-        steps = (kz * ky * kx * cg_out, 1, ky * kx * cg_out, kx * cg_out, cg_out)
     else:
         src_shape = (batch, geo.src_c, *spatial[0])
         dst_shape = (batch, geo.dst_c, *spatial[1])
-        weight_shape = (geo.src_c, cg_out, *spatial[2])
-        steps = (cg_out * kz * ky * kx, kz * ky * kx, ky * kx, kx, 1)
-    src_dtypes = (BFLOAT16, UINT16) if src_bf16 else (FLOAT32,)
-    dst_dtypes = (BFLOAT16, UINT16) if geo.dst_type == DataType.BFLOAT16 else (FLOAT32,)
-    return DeconvolutionPlan(conv, geo, batch, compat, scalars["impl"], micro, scalars, table_data, table_bounds,
-                             src_shape, dst_shape, src_dtypes, dst_dtypes, weight_shape, packed_size,
-                             geo.dst_c if planar else g * kpairs, steps)
+    return DeconvolutionPlan(conv, geo, batch, compat, scalars["impl"], family.micro, scalars, table_data,
+                             table_bounds, src_shape, dst_shape, family.src_dtypes, family.dst_dtypes,
+                             family.weight_shape, family.packed_size, family.pack_units, family.weight_steps)
 
 
 def weight_array(weight: object, planned: DeconvolutionPlan) -> np.ndarray:
