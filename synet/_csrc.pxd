@@ -112,6 +112,7 @@ cdef extern from "deconvolution.h" nogil:
         SYNET_MICRO_FP32
         SYNET_MICRO_BF16
         SYNET_MICRO_AMX
+        SYNET_PLANAR_OUT_MAX
     ctypedef struct synet_deconv_plan:
         int impl, micro, wide_weights, src_bf16, dst_bf16, nhwc, direct, act
         Py_ssize_t buf_size

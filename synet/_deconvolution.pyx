@@ -19,8 +19,8 @@ from libc.stdlib cimport calloc, free
 
 from synet._csrc cimport (
     SYNET_ACT_COUNT, SYNET_DECONV_DEPTHWISE, SYNET_DECONV_GEMM, SYNET_MICRO_AMX, SYNET_MICRO_BF16, SYNET_MICRO_FP32,
-    SYNET_NOT_READY, SYNET_OK, SYNET_VALUE_ERROR, synet_deconv_kernels, synet_deconv_kernels_at, synet_deconv_plan,
-    synet_deconv_weights,
+    SYNET_NOT_READY, SYNET_OK, SYNET_PLANAR_OUT_MAX, SYNET_VALUE_ERROR, synet_deconv_kernels, synet_deconv_kernels_at,
+    synet_deconv_plan, synet_deconv_weights,
 )
 from libc.string cimport memset
 
@@ -89,12 +89,13 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
             min(p.pad_front, p.pad_top, p.pad_left) < 0:
         return SYNET_VALUE_ERROR
     if p.impl == SYNET_DECONV_DEPTHWISE and (
-            p.ntasks != p.batch * (1 if p.nhwc and p.cg_in == p.cg_out == 1 else p.group) *
+            p.ntasks != p.batch * (1 if p.nhwc and p.cg_in == p.cg_out == 1 else
+                                   p.group * ((p.cg_out + SYNET_PLANAR_OUT_MAX - 1) // SYNET_PLANAR_OUT_MAX)) *
             ((p.nrows + p.row_run - 1) // p.row_run) or
             p.pad_rows != (p.batch * p.padded_d * p.padded_h if p.nhwc else
                            (0 if p.cg_in == p.cg_out == 1 else p.batch * p.src_c)) or
-            (p.cg_out > 1 and (p.stride_x > 2 or p.cg_out > 4))):
-        return SYNET_VALUE_ERROR   # the depthwise kernel's tasks and padded parts, a planar group's channels
+            (p.cg_out > 1 and p.stride_x > 2)):
+        return SYNET_VALUE_ERROR   # the depthwise kernel's tasks and padded parts, a planar group's strides
     if p.phase_taps == NULL or p.phase_tap0 == NULL or p.tap_offsets == NULL or p.col_first == NULL or \
             p.col_count == NULL:
         return SYNET_VALUE_ERROR

@@ -40,14 +40,24 @@ CHANNEL_MULTIPLE = {MICRO_FP32: 2, MICRO_BF16: 4, MICRO_AMX: 32}
 BLOCK = 64          # output channels per packed weight block (SYNET_DECONV_BLOCK)
 AMX_BLOCK = 32
 AMX_RUN = 8         # AMX units a task runs (one unit's stores overlap the next one's tile arithmetic)
-# plans of 1-4 output channels a group use the planar kernel up to these input channels a group, for output
-# rows of at least the key's columns (narrower: the GEMM). Zen 5, 1 thread, planar against the GEMM, k4 s2 /
-# k3 s1 / k2 s2, NCHW (NHWC): rows of >= 64, 16..1024 -> 1..3 1.1-3.6x (1.4-4.1x) faster, 512 -> 4 (1.29x),
-# 1024 -> 4 1.13x (0.73-0.82x); of 32-63, 256 -> 1 1.4-1.7x (2.2x), 256 -> 2 1.3x (1.55x), 64 -> 3 1.25x (1.36x),
-# 64 -> 4 1.05-1.3x (1.18x), 256 -> 4 0.9-0.97x (1.1x); of 16-31, 16 -> 1 1.3-2.0x (1.37x), 64 -> 1 0.78-1.66x,
-# 16 -> 4 0.51-1.2x
-PLANAR_MAX_IN = {64: {1: 1024, 2: 1024, 3: 1024, 4: 512}, 32: {1: 1024, 2: 256, 3: 64, 4: 64}, 16: {1: 16}}
+# plans of few output channels a group use the planar kernel up to these input channels a group, for output
+# rows of at least the key's columns (narrower: the GEMM). 1-4 output channels, Zen 5, 1 thread, planar against
+# the GEMM, k4 s2 / k3 s1 / k2 s2, NCHW (NHWC): rows of >= 64, 16..1024 -> 1..3 1.1-3.6x (1.4-4.1x) faster,
+# 512 -> 4 (1.29x), 1024 -> 4 1.13x (0.73-0.82x); of 32-63, 256 -> 1 1.4-1.7x (2.2x), 256 -> 2 1.3x (1.55x),
+# 64 -> 3 1.25x (1.36x), 64 -> 4 1.05-1.3x (1.18x), 256 -> 4 0.9-0.97x (1.1x); of 16-31, 16 -> 1 1.3-2.0x
+# (1.37x), 64 -> 1 0.78-1.66x, 16 -> 4 0.51-1.2x.
+# 5-32 output channels (planar: blocks of PLANAR_OUT_MAX, a task each), channels first only, by blocks: Zen 4,
+# 1 thread, the same three kernels, the slowest of them: rows of >= 64, 16 -> 8 1.26-1.5x, 32 -> 8 1.03x, 8 -> 12
+# 1.22-1.45x, 4 -> 16 1.32-1.56x, 8 -> 16 0.94x, 4 -> 32 1.08-2.3x; of 32-63, 8 -> 8 1.33-1.75x, 16 -> 8 1.02x,
+# 4 -> 12 1.4-1.97x, 8 -> 12 1.06x, 4 -> 16 1.14-1.65x, 4 -> 32 0.92x; of 16-31, 4 -> 6 0.90x; channels last,
+# where the GEMM stores its channel vectors as they lie, planar 4 -> 8 1.0-1.14x, 8 -> 16 0.28-0.35x
+PLANAR_MAX_IN = {64: {1: 1024, 2: 1024, 3: 1024, 4: 512, **dict.fromkeys(range(5, 9), 16),
+                      **dict.fromkeys(range(9, 13), 8), **dict.fromkeys(range(13, 33), 4)},
+                 32: {1: 1024, 2: 256, 3: 64, 4: 64, **dict.fromkeys(range(5, 9), 8),
+                      **dict.fromkeys(range(9, 17), 4)},
+                 16: {1: 16}}
 PLANAR_BAND = 16    # output rows of a planar plane's task
+PLANAR_OUT_MAX = 4  # output channels a planar task sums at once (a group's in blocks: SYNET_PLANAR_OUT_MAX)
 MAX_PLAN = 1 << 24  # table entries (phases x taps, rows, columns) a geometry may need
 STREAM_MIN = 4 << 20  # output bytes from which whole lines of it bypass the caches
 WIDE_MAX = 512 << 10  # bytes of one channel block's float32 weights up to which the FP32 micro-kernel gets them
@@ -467,12 +477,12 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     (_, plz, phz), (_, ply, phy), (phases_x, plx, phx) = axes
     dp, hp, wp = src[0] + plz + phz, src[1] + ply + phy, src[2] + plx + phx
     unpadded = plz == phz == ply == phy == plx == phx == 0
-    # few output channels a group: the depthwise kernel's planes, the group's output channels' taps running over
-    # its input planes together (the GEMM's output blocks would hold 1-4 valid of 16 lanes; the planar kernel's
-    # vectors run along rows, so it wants wide ones: PLANAR_MAX_IN); a channels-last source is transposed into
-    # planes, its outputs stored dst_c apart. The same choice at every level, AMX's too: the kernels sum in
-    # different orders.
-    planar = depthwise or (stride[2] <= 2 and cg_in <= planar_max_in(cg_out, dst[2]))
+    # few output channels a group: the depthwise kernel's planes, the taps of a block of up to PLANAR_OUT_MAX of
+    # the group's output channels running over its input planes together (with few input channels too, the
+    # GEMM's sums are few a pixel and its output blocks part-filled; the planar kernel's vectors run along rows,
+    # so it wants wide ones: PLANAR_MAX_IN); a channels-last source is transposed into planes, its outputs
+    # stored dst_c apart. The same choice at every level, AMX's too: the kernels sum in different orders.
+    planar = depthwise or (stride[2] <= 2 and cg_in <= planar_max_in(cg_out, dst[2], nhwc))
     amx = (not (compat & BF16_SOFT) and micro_amx and cg_in >= 16 and not planar and bool(amx_permission()))
     family = plan_family(geo._replace(src=(), dst=()), compat, bool(micro_bf16), fp32_strip, planar, amx,
                          unpadded)
@@ -570,7 +580,7 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     else:
         row_run = max(1, min(16, nrows // 64))
     nruns = -(-nrows // row_run)
-    ntasks = batch * ((g * nruns if family.planes_kernel else nruns) if planar
+    ntasks = batch * ((g * -(-cg_out // PLANAR_OUT_MAX) * nruns if family.planes_kernel else nruns) if planar
                       else g * (amx_runs if amx else nruns * nblocks))
     # an FP32 output far larger than the caches: non-temporal stores of whole lines (channels first: the phases'
     # store windows; channels last: micro-tiles stored from the registers; BF16 outputs gained nothing)
@@ -655,9 +665,11 @@ def channels_last_kernel(nhwc: object, cg_in: int, cg_out: int) -> bool:
     return bool(nhwc) and cg_in == cg_out == 1
 
 
-def planar_max_in(cg_out: int, width: int) -> int:
+def planar_max_in(cg_out: int, width: int, nhwc: object) -> int:
     """The most input channels a group a planar plan of cg_out output channels a group and output rows of
-    `width` columns may have (0: none)."""
+    `width` columns may have (0: none); channels last, one block of output channels at most."""
+    if nhwc and cg_out > PLANAR_OUT_MAX:
+        return 0
     return max((limits.get(cg_out, 0) for least, limits in PLANAR_MAX_IN.items() if width >= least), default=0)
 
 

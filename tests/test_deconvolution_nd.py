@@ -117,10 +117,11 @@ def test_3d_with_depth_one_is_the_2d_result(layout):
 
 @contextlib.contextmanager
 def planar_everywhere():
-    """The planar kernel for every channels-first plan of 1-4 output channels and up to 192 input channels a
-    group, its narrow rows too (the functional forms' plan caches emptied before and after)."""
+    """The planar kernel for every plan of 1-12 output channels (up to three blocks of PLANAR_OUT_MAX) and up to
+    192 input channels a group, its narrow rows too (the functional forms' plan caches emptied before and
+    after)."""
     chosen = planning.PLANAR_MAX_IN
-    planning.PLANAR_MAX_IN = {1: dict.fromkeys(range(1, 5), 192)}
+    planning.PLANAR_MAX_IN = {1: dict.fromkeys(range(1, 13), 192)}
     synet.clear_plan_cache()
     try:
         yield
@@ -131,13 +132,13 @@ def planar_everywhere():
 
 @st.composite
 def planar_cases(draw, dims):
-    """1-4 output channels a group and input x output channels a group <= 192, stride along x <= 2: the planar
-    kernel's plans under planar_everywhere (any dims, layout, groups, padding, dilation, activation, dtypes,
-    threads)."""
+    """1-12 output channels a group (a task's block of PLANAR_OUT_MAX, several, and a part-filled last one) and
+    up to 192 input channels a group, stride along x <= 2: the planar kernel's plans under planar_everywhere
+    (any dims, layout, groups, padding, dilation, activation, dtypes, threads)."""
     # rows up to 60 wide: whole vectors, summed by blocks of rows and channels, and tails
     case = draw(cases(dims, width=st.integers(1, 60)).filter(lambda c: c["stride"][-1] <= 2))
     groups = draw(st.sampled_from([1, 1, 2, 3]))
-    cg_out = draw(st.integers(1, 4))
+    cg_out = draw(st.sampled_from([1, 2, 3, 4, 5, 7, 8, 9, 12]))
     cg_in = draw(st.integers(1, 192))
     return dict(case, groups=groups, c_in=groups * cg_in, c_out=groups * cg_out)
 
@@ -153,18 +154,24 @@ def test_planar_plans_match_reference(dims, data):
     assert_close(got, ref, mag, case["dst"] == "bf16", slope)
 
 
-@pytest.mark.parametrize("c_in, c_out, groups, width, planar", [
-    (64, 3, 1, 32, True), (1024, 1, 1, 32, True), (4096, 4, 4, 32, True), (4, 8, 2, 32, True),
-    (24, 24, 24, 4, True), (1025, 1, 1, 32, False), (16, 8, 1, 32, False), (1024, 1, 1, 16, True),
-    (256, 2, 1, 16, True), (257, 2, 1, 16, False), (64, 4, 1, 16, True), (65, 3, 1, 16, False),
-    (16, 1, 1, 8, True), (17, 1, 1, 8, False), (16, 2, 1, 8, False), (2, 1, 1, 7, False), (512, 4, 1, 32, True),
-    (513, 4, 1, 32, False)])
-def test_planar_kernel_chosen_for_few_output_channels(c_in, c_out, groups, width, planar):
-    """1-4 output channels a group and at most PLANAR_MAX_IN input channels a group for them and their rows (k4
+@pytest.mark.parametrize("c_in, c_out, groups, width, planar, planar_nhwc", [
+    (64, 3, 1, 32, True, True), (1024, 1, 1, 32, True, True), (4096, 4, 4, 32, True, True),
+    (4, 8, 2, 32, True, True), (24, 24, 24, 4, True, True), (1025, 1, 1, 32, False, False),
+    (1024, 1, 1, 16, True, True), (256, 2, 1, 16, True, True), (257, 2, 1, 16, False, False),
+    (64, 4, 1, 16, True, True), (65, 3, 1, 16, False, False), (16, 1, 1, 8, True, True), (17, 1, 1, 8, False, False),
+    (16, 2, 1, 8, False, False), (2, 1, 1, 7, False, False), (512, 4, 1, 32, True, True),
+    (513, 4, 1, 32, False, False),
+    # 5-32 output channels a group: channels first only
+    (16, 8, 1, 32, True, False), (17, 8, 1, 32, False, False), (32, 16, 2, 32, True, False),
+    (8, 12, 1, 32, True, False), (9, 12, 1, 32, False, False), (4, 32, 1, 32, True, False),
+    (4, 33, 1, 32, False, False), (8, 8, 1, 16, True, False), (9, 8, 1, 16, False, False),
+    (4, 16, 1, 16, True, False), (4, 17, 1, 16, False, False), (4, 6, 1, 8, False, False)])
+def test_planar_kernel_chosen_for_few_output_channels(c_in, c_out, groups, width, planar, planar_nhwc):
+    """Few output channels a group and at most PLANAR_MAX_IN input channels a group for them and their rows (k4
     s2 p1: 2 x width output columns): the planar kernel ("Planar fp32"; a depthwise plan is its one-channel
-    case, at every width), else the GEMM; in either layout."""
-    expected = ("Depthwise" if c_in == c_out == groups else "Planar") if planar else "PhaseGemm"
-    for layout in ("NCHW", "NHWC"):
+    case, at every width), else the GEMM; channels last only up to PLANAR_OUT_MAX output channels a group."""
+    for layout, chosen in (("NCHW", planar), ("NHWC", planar_nhwc)):
+        expected = ("Depthwise" if c_in == c_out == groups else "Planar") if chosen else "PhaseGemm"
         conv = synet.ConvParams.deconvolution(c_in, 4, width, c_out, 4, 2, pad=1, group=groups, format=layout)
         info = synet.Deconvolution16b(1, conv).info()
         assert info.startswith(expected), (layout, info)
@@ -268,17 +275,22 @@ def test_depthwise_channels_last_is_channels_first(c, size, kernel, stride, pad,
                  activation_slope(act_enum, None))
 
 
-def test_planar_context_pickles_and_runs_on_threads():
+@pytest.mark.parametrize("c_in, c_out", [(48, 6), (16, 20)])   # 3 output channels a group; 10: blocks 4, 4, 2
+def test_planar_context_pickles_and_runs_on_threads(c_in, c_out):
     """A planar context: the same bits on 1, 2 and 3 threads, and after a pickle round trip (its packed
     weights unpacked to the caller's layout and packed again)."""
     rng = np.random.default_rng(9)
-    conv = synet.ConvParams.deconvolution(48, 13, 37, 6, 4, 2, pad=1, group=2, activation=Activation.PRELU)
+    conv = synet.ConvParams.deconvolution(c_in, 13, 37, c_out, 4, 2, pad=1, group=2, activation=Activation.PRELU)
     context = synet.Deconvolution16b(2, conv)
-    w = rng.standard_normal((48, 3, 4, 4)).astype(np.float32)
-    context.set_params(w, rng.standard_normal(6).astype(np.float32), rng.uniform(-1, 1, 6).astype(np.float32))
-    x = rng.standard_normal((2, 48, 13, 37)).astype(np.float32)
+    w = rng.standard_normal((c_in, c_out // 2, 4, 4)).astype(np.float32)
+    bias = rng.standard_normal(c_out).astype(np.float32)
+    slopes = rng.uniform(-1, 1, c_out).astype(np.float32)
+    context.set_params(w, bias, slopes)
+    x = rng.standard_normal((2, c_in, 13, 37)).astype(np.float32)
     one = context.forward(x, n_threads=1)
     assert context.info().startswith("Planar")
+    ref, mag = reference_nd(bf16_round(x), bf16_round(w), bias, (2, 2), (1, 1), (1, 1), (1, 1), 2)
+    assert_close(one, activate(ref, Activation.PRELU, slopes), mag, False, activation_slope(Activation.PRELU, slopes))
     for threads in (2, 3):
         assert np.array_equal(one.view(np.uint32), context.forward(x, n_threads=threads).view(np.uint32))
     copy = pickle.loads(pickle.dumps(context))

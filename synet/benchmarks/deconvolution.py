@@ -103,6 +103,8 @@ WORKLOADS = [
     # an image decoder's last layer: few output channels (the planar kernel)
     _workload("D8", "NCHW", 64, (64, 64), 3, 4, 2, 1, ort=True),
     _workload("D8h", "NHWC", 64, (64, 64), 3, 4, 2, 1),
+    # a small decoder layer: few channels in and out (the planar kernel, output channels in blocks)
+    _workload("D9", "NCHW", 8, (64, 64), 8, 2, 2, 0, ort=True),
 ]
 
 

@@ -12,7 +12,7 @@
 #define DW_BUFFER 2048 /* floats a channel of the row buffer: 16 rows of 128, 8 of 256 (4 rows a phase, as
                           planar_rows' blocks want; with 1024, NHWC 64 -> 1 at 64 x 64 2.1x slower) */
 #define DW_UNROLL_MAX 9 /* the most taps the kernels unroll */
-#define PLANAR_OUT_MAX 4 /* output channels a planar group, at most (the plan's PLANAR_MAX_IN) */
+#define PLANAR_OUT_MAX SYNET_PLANAR_OUT_MAX
 #define UNROLLED_TAPS(X) X(1) X(2) X(3) X(4) X(6) X(8) X(9) /* the tap counts they unroll */
 
 /* n if the kernels unroll n taps, else 0 */
@@ -76,6 +76,13 @@ static const float *pad_plane(const synet_deconv_plan *p, const void *src, float
    c]): a depthwise one on a channels-last source; every other (depthwise channels first, planar) runs on
    planes [n, c, zp, yp, xp] */
 static int channels_last_kernel(const synet_deconv_plan *p) { return p->nhwc && p->cg_in == 1 && p->cg_out == 1; }
+
+/* The blocks of up to PLANAR_OUT_MAX output channels a planar group's are computed in, a task each (a block's
+   sums side by side in the registers) */
+static synet_size channel_blocks(const synet_deconv_plan *p)
+{
+    return (p->cg_out + PLANAR_OUT_MAX - 1) / PLANAR_OUT_MAX;
+}
 
 /* Planar, channels last: padded row r (image n, zp, yp) of each of the image's src_c planes, the source row
    transposed into them */
@@ -167,7 +174,7 @@ typedef struct phase_rows {
     const float *bias;            /* finish_mode > 0: out = the finished sums, with bias[0] */
     int mode;                     /* finish_mode, or 0: the raw sums (to the buffer) */
     int bf16;
-    int64_t channels;             /* output channels (a planar group's 1-4; else 1): channel k's weights at */
+    int64_t channels;             /* output channels (planar: a block's; else 1): channel k's weights at */
     int64_t w_step, out_step_c;   /* w + k w_step (w_b too), its outputs at out + k out_step_c, bias bias[k] */
     int64_t done_rows, done_x;    /* the rows below done_rows have their outputs below done_x (planar_rows) */
 } phase_rows;
@@ -620,9 +627,9 @@ static const float *pad_plane(const synet_deconv_plan *p, const void *src, float
    each x phase, ra's k + ca and rb's k + cb, computed as interleaved pairs. */
 static void assemble_rows(const synet_deconv_plan *p, const float *pad, const float *w, synet_size r, synet_size L,
                           synet_size x0, synet_size width, void *out, synet_size out_step, synet_size out_step_c,
-                          const float *bias, int mode, int bf16)
+                          const float *bias, int mode, int bf16, synet_size channels)
 {
-    const synet_size channels = p->cg_out; /* a planar group's; 1 with stride_x > 2 (the plan's rule) */
+    /* channels: a planar block's 1-PLANAR_OUT_MAX (1 with stride_x > 2: the plan's rule) */
     const synet_deconv_row row = synet_deconv_row_of(p, r);
     const synet_size rzy = row.rzy, j = row.j, k = row.k;
     const float *s = pad + ((k + p->pad_low_z) * p->padded_h + j + p->pad_low_y) * p->padded_w + p->pad_low_x;
@@ -670,20 +677,25 @@ static synet_size same_phase_rows(const synet_deconv_plan *p, synet_size r, syne
 
 /* On planes: one image's output planes of one group (depthwise: one channel). Depthwise, its input plane's
    padded copy is made here (it stays in cache for the taps); planar (several input channels a group, padded
-   by pad_row before the tasks), the taps of a phase run over the group's input planes, for its 1-4 output
-   channels at once. The output rows are assembled in a row buffer a channel, several whole rows at a time
-   where they fit, and stored once with bias and activation (channels last: through the buffer, each output
-   dst_c from the next). The rows of one phase that follow each other (every stride_y-th) are assembled in one
-   call. */
+   by pad_row before the tasks), the taps of a phase run over the group's input planes, for a block of up to
+   PLANAR_OUT_MAX of its output channels at once. The output rows are assembled in a row buffer a channel,
+   several whole rows at a time where they fit, and stored once with bias and activation (channels last:
+   through the buffer, each output dst_c from the next). The rows of one phase that follow each other (every
+   stride_y-th) are assembled in one call. */
 static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *image, void *dst, synet_size task)
 {
     float buffer[PLANAR_OUT_MAX * DW_BUFFER];
-    /* a planar group's output rows come in bands of row_run, one a task (a depthwise plane is one band: its
-       task pads its source plane) */
+    /* a planar group's output rows come in bands of row_run, and its output channels in blocks of up to
+       PLANAR_OUT_MAX, one band of one block a task (a depthwise plane is one band: its task pads its source
+       plane) */
     const synet_size bands = (p->nrows + p->row_run - 1) / p->row_run, band = task % bands;
     const synet_size row_begin = band * p->row_run, row_end = SYNET_MIN(p->nrows, row_begin + p->row_run);
     task /= bands;
-    const synet_size g = task % p->group, n = task / p->group, c = g * p->cg_out, sy = p->stride_y;
+    const synet_size blocks = channel_blocks(p), block = task % blocks;
+    task /= blocks;
+    const synet_size g = task % p->group, n = task / p->group, c = g * p->cg_out + block * PLANAR_OUT_MAX;
+    const synet_size channels = SYNET_MIN((synet_size)PLANAR_OUT_MAX, p->cg_out - block * PLANAR_OUT_MAX);
+    const synet_size sy = p->stride_y;
     const synet_size plane = n * p->src_c + g * p->cg_in; /* the group's first input plane */
     const synet_size plane_rows = p->padded_d * p->padded_h, dst_plane = p->dst_d * p->dst_h * p->dst_w;
     float *first = image + plane * plane_rows * p->padded_w;
@@ -714,10 +726,10 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
                 for (synet_size r = r0 + q, L; r < r0 + nb; r += L * sy) {
                     L = same_phase_rows(p, r, r0 + nb);
                     assemble_rows(p, pad, w, r, L, x0, width, element_at(out, (r - r0) * width, bf16), sy * width,
-                                  mode ? dst_plane : DW_BUFFER, p->bias + c, mode, bf16);
+                                  mode ? dst_plane : DW_BUFFER, p->bias + c, mode, bf16, channels);
                 }
             if (!mode)
-                for (synet_size k = 0; k < p->cg_out; ++k) /* (channels last: an output dst_c from the next) */
+                for (synet_size k = 0; k < channels; ++k) /* (channels last: an output dst_c from the next) */
                     deconv_store(buffer + k * DW_BUFFER, 1, nb * width, 1, c + k, p, dst, at + k * (p->nhwc ? 1 : dst_plane),
                                  p->nhwc ? p->dst_c : 1, 0);
         }
