@@ -609,6 +609,10 @@ cdef class Deconvolution3d16b(Deconvolution16b):
 # The functional forms
 
 _CACHES = {dims: _cache.cache(f"conv_transpose{dims}d") for dims in (1, 2, 3)}
+# the functional forms' checked arguments (planning.FunctionalCall) by their plan cache key with x's shape
+# replaced by its rank (a pure function's memo: emptied when full)
+_CALLS = {}
+_CALLS_MAX = 1024
 
 
 def _as_operand(x, str name):
@@ -648,9 +652,17 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
     if entry is None:
         if w.dtype.kind not in "biuf" and w.dtype != BFLOAT16:
             raise ValueError(f"weight: expected real numbers, got dtype {w.dtype}")
-        conv, n, _, shape, kind = planning.functional_conv(
-            dims, x.shape, x.dtype, w.shape, stride, padding, output_padding, groups, dilation, layout, activation,
-            out_dtype, out)
+        # the arguments but x's sizes, checked once for every x of this rank (a new shape plans from here)
+        call_key = None if key is None else (len(x.shape), *key[1:])
+        call = _CALLS.get(call_key) if key is not None else None
+        if call is None:
+            call = planning.functional_arguments(dims, x.shape, x.dtype, w.shape, stride, padding, output_padding,
+                                                 groups, dilation, layout, activation, out_dtype, out)
+            if key is not None:
+                if len(_CALLS) >= _CALLS_MAX:
+                    _CALLS.clear()
+                _CALLS[call_key] = call
+        conv, n, _, shape, kind = planning.functional_geometry(call, x.shape, w.shape)
         bf16_out = out_dtype is not None and planning.as_data_type(out_dtype, "out_dtype") == DataType.BFLOAT16 or \
             out_dtype is None and ((out is not None and out.dtype in (BFLOAT16, UINT16)) or
                                    (out is None and x.dtype == BFLOAT16))
@@ -658,7 +670,7 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
         if kind == "empty":
             entry = (None, None, shape, dst_dtypes)
         else:
-            planned = _plan(n, conv, 0, 1 if dims == 1 else None)
+            planned = _plan(n, conv, 0)
             if kind == "bias":   # the zero source and weights of a 1x1 deconvolution give act(bias)
                 if out is not None:
                     out = check_out(out, shape, dst_dtypes, {"x": x})

@@ -108,7 +108,7 @@ class DeconvolutionPlan(NamedTuple):
     """A planned deconvolution: the C plan's values (`scalars`), its tables and the shapes around it. A named
     tuple, as Geometry (a frozen dataclass took 1.3 us of each new shape's plan)."""
 
-    conv: object              # the normalised ConvParams / ConvParams3d (None for 1-D)
+    conv: object              # the normalised ConvParams / ConvParams3d (None: a functional plan)
     geometry: Geometry
     batch: int
     compatibility: int
@@ -451,10 +451,11 @@ def plan_family(geo: Geometry, compat: int, micro_bf16: bool, fp32_strip: int, p
                       src_dtypes, dst_dtypes)
 
 
-def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, micro_bf16: bool, micro_amx: bool,
-         fp32_strip: int, amx_permission, dims: int | None = None) -> DeconvolutionPlan:
+def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibility: object, micro_bf16: bool,
+         micro_amx: bool, fp32_strip: int, amx_permission, dims: int | None = None) -> DeconvolutionPlan:
     """Plan `batch` images of geometry `conv` (a ConvParams or ConvParams3d as `validate` returns it, or one
-    with the same guarantees: functional_conv's; dims=1 for a 1-D call) for the deconvolution kernels of one
+    with the same guarantees: functional_conv's, dims=1 for a 1-D call; or functional_geometry's Geometry,
+    the plan's conv then None) for the deconvolution kernels of one
     CPU level: `micro_amx` says whether the level has the AMX micro-kernel,
     `micro_bf16` whether plans off AMX use the vdpbf16ps one (the level has it and this CPU runs it faster
     than FP32 FMAs), `fp32_strip` how many output channels its FP32 micro-kernel sums per call (the strips
@@ -462,7 +463,7 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     What the sizes do not change comes from plan_family (memoised); the rest is worked out here."""
     batch = _int(batch, "batch", 1)
     compat = int(as_compatibility(compatibility))
-    geo = geometry_of(conv, dims)
+    geo = conv if isinstance(conv, Geometry) else geometry_of(conv, dims)
     check_sizes(batch, geo)
     nhwc = geo.channels_last
     g = geo.group
@@ -601,9 +602,10 @@ def plan(batch: object, conv: ConvParams | ConvParams3d, compatibility: object, 
     else:
         src_shape = (batch, geo.src_c, *spatial[0])
         dst_shape = (batch, geo.dst_c, *spatial[1])
-    return DeconvolutionPlan(conv, geo, batch, compat, scalars["impl"], family.micro, scalars, table_data,
-                             table_bounds, src_shape, dst_shape, family.src_dtypes, family.dst_dtypes,
-                             family.weight_shape, family.packed_size, family.pack_units, family.weight_steps)
+    return DeconvolutionPlan(None if conv is geo else conv, geo, batch, compat, scalars["impl"], family.micro,
+                             scalars, table_data, table_bounds, src_shape, dst_shape, family.src_dtypes,
+                             family.dst_dtypes, family.weight_shape, family.packed_size, family.pack_units,
+                             family.weight_steps)
 
 
 def weight_array(weight: object, planned: DeconvolutionPlan) -> np.ndarray:
@@ -772,11 +774,31 @@ def _pads(value: object, dims: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return (values, values) if len(values) == dims else (values[:dims], values[dims:])
 
 
-def functional_conv(dims: int, x_shape: tuple, x_dtype, w_shape: tuple, stride, padding, output_padding, groups,
-                    dilation, layout, activation, out_dtype, out) -> tuple:
-    """conv_transpose{1,2,3}d's arguments checked and mapped onto (conv, batch, unbatched, output shape, kind):
-    conv a ConvParams (1-D: height 1) or ConvParams3d; kind "run", "empty" (nothing to compute) or "bias"
-    (no input reaches the output: every output is act(bias), computed as a 1x1 deconvolution)."""
+class FunctionalCall(NamedTuple):
+    """conv_transpose{1,2,3}d's arguments checked and normalised, apart from x's batch, channels and sizes
+    (functional_arguments: the same for every x of its rank)."""
+
+    dims: int
+    nhwc: bool
+    w_in: int
+    kernel: tuple             # (kz, ky, kx): 1 on the axes a 1-D / 2-D call does not have (likewise below)
+    stride: tuple
+    dilation: tuple
+    pad_begin: tuple
+    pad_end: tuple            # less output_padding
+    pads: tuple               # the caller's (all begins, then all ends: for messages)
+    groups: int
+    dst_c: int
+    src_type: DataType
+    dst_type: DataType
+    activation: Activation
+
+
+def functional_arguments(dims: int, x_shape: tuple, x_dtype, w_shape: tuple, stride, padding, output_padding,
+                         groups, dilation, layout, activation, out_dtype, out) -> FunctionalCall:
+    """conv_transpose{1,2,3}d's arguments but x's batch, channels and sizes checked (ValueError / TypeError
+    saying what was expected) and mapped onto a FunctionalCall; of x_shape only its rank is read (and shown in
+    its error). So the result holds for every x of that rank: the functional forms memoise it."""
     first, last = LAYOUTS[dims]
     if dims == 2:
         nhwc = as_format(layout, "layout") == TensorFormat.NHWC
@@ -784,30 +806,20 @@ def functional_conv(dims: int, x_shape: tuple, x_dtype, w_shape: tuple, stride, 
         nhwc = name == last
     else:
         raise ValueError(f"layout: expected {first!r} or {last!r}, got {layout!r}")
-    fmt = TensorFormat.NHWC if nhwc else TensorFormat.NCHW
     spatial_names = "DHW"[3 - dims:] if dims > 1 else "L"
     if len(x_shape) not in (dims + 1, dims + 2):
         text = f"[N, {', '.join(spatial_names)}, C]" if nhwc else f"[N, C, {', '.join(spatial_names)}]"
         raise ValueError(f"x: expected a {dims + 2}-D {text} array (or {dims + 1}-D unbatched), got shape {x_shape}")
-    unbatched = len(x_shape) == dims + 1
-    if unbatched:
-        x_shape = (1, *x_shape)
     if len(w_shape) != dims + 2:
         kernel_text = ", ".join(f"k{a}" for a in spatial_names)
         text = f"[C_in, {kernel_text}, C_out/groups]" if nhwc else f"[C_in, C_out/groups, {kernel_text}]"
         raise ValueError(f"weight: expected a {dims + 2}-D {text} array, got shape {w_shape}")
     if nhwc:
-        n, *size, c_in = x_shape
         w_in, *kernel, cg_out = w_shape
     else:
-        n, c_in, *size = x_shape
         w_in, cg_out, *kernel = w_shape
     if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
         raise ValueError(f"groups: expected an int >= 1, got {groups!r}")
-    if w_in != c_in:
-        raise ValueError(f"weight: expected {c_in} input channels (x's) in dimension 0, got shape {w_shape}")
-    if c_in % groups:
-        raise ValueError(f"groups: expected a divisor of the {c_in} input channels, got {groups}")
     strides = _per_axis(stride, "stride", dims, 1)
     dilations = _per_axis(dilation, "dilation", dims, 1)
     begin, end = _pads(padding, dims)
@@ -818,7 +830,6 @@ def functional_conv(dims: int, x_shape: tuple, x_dtype, w_shape: tuple, stride, 
             raise ValueError(f"output_padding: expected values < max(stride, dilation) = {limits}, got {extra}")
     if min(kernel) < 1:
         raise ValueError(f"weight: expected a kernel of at least {'x'.join('1' * dims)}, got shape {w_shape}")
-    dst_c = cg_out * groups
     if out_dtype is None:
         if out is not None and out.dtype in (FLOAT32, BFLOAT16, UINT16):
             dst_type = DataType.FLOAT32 if out.dtype == FLOAT32 else DataType.BFLOAT16
@@ -829,33 +840,71 @@ def functional_conv(dims: int, x_shape: tuple, x_dtype, w_shape: tuple, stride, 
         if dst_type not in (DataType.FLOAT32, DataType.BFLOAT16):
             raise ValueError(f"out_dtype: expected float32 or bfloat16, got {dst_type.name}")
     src_type = DataType.BFLOAT16 if x_dtype == BFLOAT16 else DataType.FLOAT32
-    dst = [deconvolution_size(s, k, st, d, b, e - o) for s, k, st, d, b, e, o in
-           zip(size, kernel, strides, dilations, begin, end, extra)]
+    full, none = (3 - dims) * (1,), (3 - dims) * (0,)
+    return FunctionalCall(dims, nhwc, w_in, full + tuple(kernel), full + strides, full + dilations, none + begin,
+                          none + tuple(e - o for e, o in zip(end, extra)), begin + end, int(groups),
+                          cg_out * int(groups), src_type, dst_type, as_activation(activation))
+
+
+def functional_geometry(call: FunctionalCall, x_shape: tuple, w_shape: tuple) -> tuple:
+    """conv_transpose{1,2,3}d's x of shape x_shape (its channels checked against the weights and groups, its
+    output sizes >= 1) with `call`'s arguments: (geometry, batch, unbatched, output shape, kind); kind "run",
+    "empty" (nothing to compute: geometry None) or "bias" (no input reaches the output: every output is
+    act(bias), computed as a 1x1 deconvolution, the geometry's)."""
+    dims = call.dims
+    unbatched = len(x_shape) == dims + 1
+    if unbatched:
+        x_shape = (1, *x_shape)
+    if call.nhwc:
+        n, *size, c_in = x_shape
+    else:
+        n, c_in, *size = x_shape
+    if call.w_in != c_in:
+        raise ValueError(f"weight: expected {c_in} input channels (x's) in dimension 0, got shape {w_shape}")
+    if c_in % call.groups:
+        raise ValueError(f"groups: expected a divisor of the {c_in} input channels, got {call.groups}")
+    full = (1,) * (3 - dims)
+    src = full + tuple(size)
+    dst = tuple(map(deconvolution_size, src, call.kernel, call.stride, call.dilation, call.pad_begin, call.pad_end))
+    dst_c = call.dst_c
     empty_input = min(n, c_in, dst_c, *size) == 0
     if min(dst) <= 0 and not empty_input:
-        raise ValueError(f"padding: {begin + end} leaves an output of {'x'.join(map(str, dst))}; expected >= "
-                         f"{'x'.join('1' * dims)}")
-    dst = [max(d, 0) for d in dst]
-    act = as_activation(activation)
-    shape = (n, *dst, dst_c) if nhwc else (n, dst_c, *dst)
+        raise ValueError(f"padding: {call.pads} leaves an output of {'x'.join(map(str, dst[3 - dims:]))}; expected "
+                         f">= {'x'.join('1' * dims)}")
+    dst = tuple(max(d, 0) for d in dst)
+    spatial = dst[3 - dims:]
+    shape = (n, *spatial, dst_c) if call.nhwc else (n, dst_c, *spatial)
     kind = "empty" if min(shape) == 0 else ("bias" if empty_input else "run")
-    full = (3 - dims) * (1,)
-
-    def params(src_c, src, dst_, k, st, d, b, e, g, src_t):
-        """A ConvParams (1-D, 2-D: depth dropped) or ConvParams3d of these 3-D values."""
-        if dims == 3:
-            return ConvParams3d(src_c, *src, src_t, fmt, dst_c, *dst_, dst_type, fmt, *k, *d, *st, *b, *e, g, act)
-        return ConvParams(src_c, *src[1:], src_t, fmt, dst_c, *dst_[1:], dst_type, fmt, *k[1:], *d[1:], *st[1:],
-                          b[1], b[2], e[1], e[2], g, act)
-
     ones, zeros = (1, 1, 1), (0, 0, 0)
     if kind == "empty":
-        conv = None
+        geo = None
     elif kind == "bias":
-        conv = params(1, (1,) * (3 - dims) + tuple(dst), (1,) * (3 - dims) + tuple(dst), ones, ones, ones, zeros,
-                      zeros, 1, DataType.FLOAT32)
+        geo = Geometry(dims, 1, dst, dst_c, dst, ones, ones, ones, zeros, zeros, 1, call.activation,
+                       DataType.FLOAT32, call.dst_type, call.nhwc)
     else:
-        conv = params(c_in, full + tuple(size), full + tuple(dst), full + tuple(kernel), full + strides,
-                      full + dilations, (3 - dims) * (0,) + begin,
-                      (3 - dims) * (0,) + tuple(e - o for e, o in zip(end, extra)), int(groups), src_type)
-    return conv, n, unbatched, shape[1:] if unbatched else shape, kind
+        geo = Geometry(dims, c_in, src, dst_c, dst, call.kernel, call.stride, call.dilation, call.pad_begin,
+                       call.pad_end, call.groups, call.activation, call.src_type, call.dst_type, call.nhwc)
+    return geo, n, unbatched, shape[1:] if unbatched else shape, kind
+
+
+def conv_params_of(geo: Geometry) -> ConvParams | ConvParams3d:
+    """The ConvParams (1-D, 2-D: depth dropped; 1-D: height 1) or ConvParams3d of a geometry."""
+    fmt = TensorFormat.NHWC if geo.channels_last else TensorFormat.NCHW
+    (sd, sh, sw), (dd, dh, dw), (kz, ky, kx) = geo.src, geo.dst, geo.kernel
+    (tz, ty, tx), (lz, ly, lx), (bz, by, bx), (ez, ey, ex) = geo.stride, geo.dilation, geo.pad_begin, geo.pad_end
+    if geo.dims == 3:
+        return ConvParams3d(geo.src_c, sd, sh, sw, geo.src_type, fmt, geo.dst_c, dd, dh, dw, geo.dst_type, fmt, kz, ky,
+                            kx, lz, ly, lx, tz, ty, tx, bz, by, bx, ez, ey, ex, geo.group, geo.activation)
+    return ConvParams(geo.src_c, sh, sw, geo.src_type, fmt, geo.dst_c, dh, dw, geo.dst_type, fmt, ky, kx, ly, lx, ty,
+                      tx, by, bx, ey, ex, geo.group, geo.activation)
+
+
+def functional_conv(dims: int, x_shape: tuple, x_dtype, w_shape: tuple, stride, padding, output_padding, groups,
+                    dilation, layout, activation, out_dtype, out) -> tuple:
+    """conv_transpose{1,2,3}d's arguments checked and mapped onto (conv, batch, unbatched, output shape, kind)
+    (functional_arguments, then functional_geometry): conv a ConvParams (1-D: height 1) or ConvParams3d, or
+    None for kind "empty"."""
+    call = functional_arguments(dims, x_shape, x_dtype, w_shape, stride, padding, output_padding, groups, dilation,
+                                layout, activation, out_dtype, out)
+    geo, n, unbatched, shape, kind = functional_geometry(call, x_shape, w_shape)
+    return None if geo is None else conv_params_of(geo), n, unbatched, shape, kind

@@ -382,3 +382,29 @@ def test_gather_and_add_empty(shape):
     assert synet.gather_elements(data, idx, 0).shape == shape
     a = np.zeros(shape, np.uint8)
     assert synet.quantized_add(a, a).shape == shape
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_a_new_shape_of_known_arguments_is_checked_as_the_first(layout):
+    """A new x of known arguments (its rank's checked arguments memoised: FunctionalCall) is still checked on
+    its own channels and output size, with the first call's messages, and planned as a fresh process would."""
+    rng = np.random.default_rng(5)
+    nhwc = layout == "NHWC"
+
+    def x_of(c, h, w):
+        return rng.standard_normal((1, h, w, c) if nhwc else (1, c, h, w)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 2) if nhwc else (4, 2, 3, 3)).astype(np.float32)
+    kwargs = dict(stride=2, padding=3, groups=2, layout=layout)
+    xs = [x_of(4, 5, 6), x_of(4, 9, 4)]
+    results = [synet.conv_transpose2d(x, w, **kwargs) for x in xs]
+    with pytest.raises(ValueError, match=re.escape("weight: expected 6 input channels (x's) in dimension 0, got "
+                                                   f"shape {w.shape}")):
+        synet.conv_transpose2d(x_of(6, 5, 6), w, **kwargs)
+    with pytest.raises(ValueError, match=re.escape("groups: expected a divisor of the 3 input channels, got 2")):
+        synet.conv_transpose2d(x_of(3, 5, 6), w[:3], **kwargs)
+    with pytest.raises(ValueError, match=re.escape("padding: (3, 3, 3, 3) leaves an output of 1x-1; expected >= 1x1")):
+        synet.conv_transpose2d(x_of(4, 3, 2), w, **kwargs)
+    synet.clear_plan_cache()
+    synet._deconvolution._CALLS.clear()
+    for x, result in zip(xs, results):
+        assert np.array_equal(result.view(np.uint32), synet.conv_transpose2d(x, w, **kwargs).view(np.uint32))
