@@ -205,12 +205,31 @@ SYNET_INLINE void shared_pair_sums(const float *const *sa, const vfloat *wa, con
     *b = sum_b;
 }
 
+/* The sums of a pair's two phases, NT taps each, that read the same sources (kernel 2, stride 2: each source
+   column feeds both x phases): each vector loaded once for both (k2 s2 8 -> 8 planar: 16 loads a step -> 8) */
+SYNET_INLINE void same_pair_sums(const float *const *sa, const vfloat *wa, const vfloat *wb, int64_t i, vfloat *a,
+                                 vfloat *b, const int NT)
+{
+    vfloat sum_a = {}, sum_b = {};
+    for (int t = 0; t < NT; ++t) {
+        const vfloat x = load_vf(sa[t] + i);
+        sum_a = multiply_add(wa[t], x, sum_a);
+        sum_b = multiply_add(wb[t], x, sum_b);
+    }
+    *a = sum_a;
+    *b = sum_b;
+}
+
 /* The sums of a row at source index i..i + VW - 1: phase a's (a), and with two phases phase b's (b); SHARE:
-   the pair's taps as shared_pair_sums takes them */
+   the pair's taps as shared_pair_sums (1, 2) or same_pair_sums (3) takes them */
 SYNET_INLINE void phase_sums(const phase_rows *q, const float *const *sa, const vfloat *wa, const float *const *sb,
                              const vfloat *wb, int64_t i, vfloat *a, vfloat *b, const int pair, const int NT,
                              const int SHARE)
 {
+    if (SHARE == 3) {
+        same_pair_sums(sa, wa, wb, i, a, b, NT);
+        return;
+    }
     if (SHARE) {
         shared_pair_sums(sa, wa, sb, wb, i, a, b, NT);
         return;
@@ -481,7 +500,7 @@ static void planar_rows(phase_rows *q, int64_t full, const int pair)
    reload them at every vector). A row's last vector may read up to 2 VW - 1 source columns past its
    outputs' (the scratch has room); its outputs past nout are not stored. BF16: q->bf16 (a constant, so
    that the FP32 loop has no test in it: D4 1.17x slower with one). SHARE: 1, a pair's sums as
-   shared_pair_sums makes them; 2, and its whole vectors by marching_pair. */
+   shared_pair_sums makes them; 2, and its whole vectors by marching_pair; 3, as same_pair_sums makes them. */
 SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT, const int BF16, const int SHARE)
 {
     vfloat wa[DW_UNROLL_MAX], wb[DW_UNROLL_MAX];
@@ -491,7 +510,7 @@ SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT, c
         sa[t] = q->s + q->toff[t];
         if (pair) {
             wb[t] = splat(q->w_b[t]);
-            sb[t] = q->s_b + q->toff_b[t];
+            sb[t] = SHARE == 3 ? sa[t] : q->s_b + q->toff_b[t];
         }
     }
     const int64_t per = pair ? 2 * VW : VW, nout = q->nout;
@@ -540,6 +559,15 @@ static int pair_shares_taps(const phase_rows *q)
     return 1;
 }
 
+/* Whether a pair's phase b reads at every tap what phase a reads (same_pair_sums) */
+static int pair_same_taps(const phase_rows *q)
+{
+    for (int64_t t = 0; t < q->ntaps; ++t)
+        if (q->s_b + q->toff_b[t] != q->s + q->toff[t])
+            return 0;
+    return 1;
+}
+
 /* Whether a sharing pair of 4 taps reads the row above at taps 2 and 3 (marching_pair) */
 static int pair_marches(const phase_rows *q)
 {
@@ -562,7 +590,9 @@ static void phase_channel(const phase_rows *q, int pair, int64_t n)
     }
 #define PHASE_CASE(NT) \
     case NT: \
-        if (pair) \
+        if (pair && pair_same_taps(q)) \
+            bf16 ? phase_run(q, 1, NT, 1, 3) : phase_run(q, 1, NT, 0, 3); \
+        else if (pair) \
             bf16 ? phase_run(q, 1, NT, 1, 0) : phase_run(q, 1, NT, 0, 0); \
         else \
             bf16 ? phase_run(q, 0, NT, 1, 0) : phase_run(q, 0, NT, 0, 0); \
