@@ -50,12 +50,15 @@ AMX_RUN = 8         # AMX units a task runs (one unit's stores overlap the next 
 # 1 thread, the same three kernels, the slowest of them: rows of >= 64, 16 -> 8 1.26-1.5x, 32 -> 8 1.03x, 8 -> 12
 # 1.22-1.45x, 4 -> 16 1.32-1.56x, 8 -> 16 0.94x, 4 -> 32 1.08-2.3x; of 32-63, 8 -> 8 1.33-1.75x, 16 -> 8 1.02x,
 # 4 -> 12 1.4-1.97x, 8 -> 12 1.06x, 4 -> 16 1.14-1.65x, 4 -> 32 0.92x; of 16-31, 4 -> 6 0.90x; channels last,
-# where the GEMM stores its channel vectors as they lie, planar 4 -> 8 1.0-1.14x, 8 -> 16 0.28-0.35x
+# where the GEMM stores its channel vectors as they lie, planar 4 -> 8 1.0-1.14x, 8 -> 16 0.28-0.35x.
+# Rows of 16-31 (since a row's last outputs go by masked stores; Zen 4, the slowest of the three kernels at 16
+# and 24 columns): 8 -> 2 1.26x, 16 -> 2 1.03x, 8 -> 3 1.10x, 16 -> 3 0.80x, 4 -> 4 1.28x, 8 -> 4 0.90x, 2 -> 6,
+# 8 1.51x, 4 -> 6, 8 0.88-0.90x
 PLANAR_MAX_IN = {64: {1: 1024, 2: 1024, 3: 1024, 4: 512, **dict.fromkeys(range(5, 9), 16),
                       **dict.fromkeys(range(9, 13), 8), **dict.fromkeys(range(13, 33), 4)},
                  32: {1: 1024, 2: 256, 3: 64, 4: 64, **dict.fromkeys(range(5, 9), 8),
                       **dict.fromkeys(range(9, 17), 4)},
-                 16: {1: 16}}
+                 16: {1: 16, 2: 8, 3: 8, 4: 4, **dict.fromkeys(range(5, 9), 2)}}
 PLANAR_BAND = 16    # output rows of a planar plane's task
 PLANAR_OUT_MAX = 4  # output channels a planar task sums at once (a group's in blocks: SYNET_PLANAR_OUT_MAX)
 MAX_PLAN = 1 << 24  # table entries (phases x taps, rows, columns) a geometry may need

@@ -159,13 +159,14 @@ def test_planar_plans_match_reference(dims, data):
     (4, 8, 2, 32, True, True), (24, 24, 24, 4, True, True), (1025, 1, 1, 32, False, False),
     (1024, 1, 1, 16, True, True), (256, 2, 1, 16, True, True), (257, 2, 1, 16, False, False),
     (64, 4, 1, 16, True, True), (65, 3, 1, 16, False, False), (16, 1, 1, 8, True, True), (17, 1, 1, 8, False, False),
-    (16, 2, 1, 8, False, False), (2, 1, 1, 7, False, False), (512, 4, 1, 32, True, True),
+    (8, 2, 1, 8, True, True), (9, 2, 1, 8, False, False), (4, 4, 1, 8, True, True), (5, 4, 1, 8, False, False),
+    (2, 1, 1, 7, False, False), (512, 4, 1, 32, True, True),
     (513, 4, 1, 32, False, False),
     # 5-32 output channels a group: channels first only
     (16, 8, 1, 32, True, False), (17, 8, 1, 32, False, False), (32, 16, 2, 32, True, False),
     (8, 12, 1, 32, True, False), (9, 12, 1, 32, False, False), (4, 32, 1, 32, True, False),
     (4, 33, 1, 32, False, False), (8, 8, 1, 16, True, False), (9, 8, 1, 16, False, False),
-    (4, 16, 1, 16, True, False), (4, 17, 1, 16, False, False), (4, 6, 1, 8, False, False)])
+    (4, 16, 1, 16, True, False), (4, 17, 1, 16, False, False), (2, 6, 1, 8, True, False), (3, 6, 1, 8, False, False)])
 def test_planar_kernel_chosen_for_few_output_channels(c_in, c_out, groups, width, planar, planar_nhwc):
     """Few output channels a group and at most PLANAR_MAX_IN input channels a group for them and their rows (k4
     s2 p1: 2 x width output columns): the planar kernel ("Planar fp32"; a depthwise plan is its one-channel
