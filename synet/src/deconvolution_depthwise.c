@@ -470,9 +470,10 @@ SYNET_INLINE void planar_blocks(phase_rows *q, int64_t full, int bf16, const int
 #define PLANAR_VECTORS(CO) (VW == 16 ? ((CO) <= 3 ? 8 : 4) : ((CO) == 1 ? 4 : 2))
 
 /* planar_blocks for q's channel count; a function of its own for each of pair and not (a BF16 output is
-   a test a block). One channel of a marching pair (22 registers: its sums, 8 weights, 6 source vectors):
+   a test a block), never inlined (inlined into depthwise_plane beside the unrolled pairs, D8h took 1.05x the
+   time). One channel of a marching pair (22 registers: its sums, 8 weights, 6 source vectors):
    planar_pair_rows. */
-static void planar_rows(phase_rows *q, int64_t full, const int pair)
+static __attribute__((noinline)) void planar_rows(phase_rows *q, int64_t full, const int pair)
 {
     const int bf16 = SYNET_AVX512 && q->bf16;
     if (VW == 16 && pair && planar_pair_marches(q)) {
