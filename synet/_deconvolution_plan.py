@@ -59,6 +59,24 @@ PLANAR_MAX_IN = {64: {1: 1024, 2: 1024, 3: 1024, 4: 512, **dict.fromkeys(range(5
                  32: {1: 1024, 2: 256, 3: 64, 4: 64, **dict.fromkeys(range(5, 9), 8),
                       **dict.fromkeys(range(9, 17), 4)},
                  16: {1: 16, 2: 8, 3: 8, 4: 4, **dict.fromkeys(range(5, 9), 2)}}
+# Kernel 2, stride 2 along x (dilation 1): both x phases of a planar pair read the same sources, loaded once
+# for both (deconvolution_depthwise.c: same_pair_sums), so the planar kernel wins more often, narrow rows too.
+# Zen 4, 1 thread, NCHW, planar against the GEMM, padding 0 and 1 alike (rows of 8-15 / 16-31 / 32-63 / >= 64
+# columns): 8 -> 1 2.6x / 2.8x, 32 -> 1 1.25x / 1.48x, 16 -> 2 1.34x / 1.46x, 8 -> 3 1.81x, 16 -> 4 0.95x /
+# 1.05x, 8 -> 8 1.25x / 1.45x / 2.07x, 16 -> 8 0.64x / 0.70x / 1.10-1.43x / 1.66x, 32 -> 8 ... / 0.83-1.18x /
+# 1.21-1.37x, 8 -> 12 1.00x / 1.11x / 1.62x, 16 -> 12 ... / 0.80-1.15x / 1.21-1.31x, 4 -> 16 1.25x / 1.32x,
+# 8 -> 16 0.82x / 0.92x / 1.30x, 16 -> 16 ... / 0.63-0.89x / 0.99-1.03x; wider rows and <= 4 output
+# channels: also PLANAR_MAX_IN (the larger of the two)
+PLANAR_MAX_IN_PAIRED = {8: {1: 32, 2: 16, 3: 8, 4: 8, **dict.fromkeys(range(5, 9), 8),
+                            **dict.fromkeys(range(9, 17), 4)},
+                        16: {1: 64, 2: 32, 3: 16, 4: 16, **dict.fromkeys(range(5, 13), 8),
+                             **dict.fromkeys(range(13, 17), 4)},
+                        32: {**dict.fromkeys(range(5, 9), 16), **dict.fromkeys(range(9, 17), 8)},
+                        64: {**dict.fromkeys(range(5, 9), 32), **dict.fromkeys(range(9, 13), 16),
+                             **dict.fromkeys(range(13, 17), 8)}}
+# ... but for more output channels than one block (PLANAR_OUT_MAX), only on images of at least this many
+# outputs a channel (8 -> 8 on 4 x 4 inputs: planar 4.1 us, the GEMM 3.7; 6 x 4 the same; 4 x 8 4.0 / 4.3)
+PAIRED_BLOCKS_MIN = 96
 PLANAR_BAND = 16    # output rows of a planar plane's task
 PLANAR_OUT_MAX = 4  # output channels a planar task sums at once (a group's in blocks: SYNET_PLANAR_OUT_MAX)
 MAX_PLAN = 1 << 24  # table entries (phases x taps, rows, columns) a geometry may need
@@ -486,7 +504,10 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
     # GEMM's sums are few a pixel and its output blocks part-filled; the planar kernel's vectors run along rows,
     # so it wants wide ones: PLANAR_MAX_IN); a channels-last source is transposed into planes, its outputs
     # stored dst_c apart. The same choice at every level, AMX's too: the kernels sum in different orders.
-    planar = depthwise or (stride[2] <= 2 and cg_in <= planar_max_in(cg_out, dst[2], nhwc))
+    # (several blocks of output channels on a small image: the GEMM, PAIRED_BLOCKS_MIN)
+    paired = (kernel[2] == stride[2] == 2 and dilation[2] == 1 and
+              (cg_out <= PLANAR_OUT_MAX or math.prod(dst) >= PAIRED_BLOCKS_MIN))
+    planar = depthwise or (stride[2] <= 2 and cg_in <= planar_max_in(cg_out, dst[2], nhwc, paired))
     amx = (not (compat & BF16_SOFT) and micro_amx and cg_in >= 16 and not planar and bool(amx_permission()))
     family = plan_family(geo._replace(src=(), dst=()), compat, bool(micro_bf16), fp32_strip, planar, amx,
                          unpadded)
@@ -670,12 +691,18 @@ def channels_last_kernel(nhwc: object, cg_in: int, cg_out: int) -> bool:
     return bool(nhwc) and cg_in == cg_out == 1
 
 
-def planar_max_in(cg_out: int, width: int, nhwc: object) -> int:
+def planar_max_in(cg_out: int, width: int, nhwc: object, paired: bool = False) -> int:
     """The most input channels a group a planar plan of cg_out output channels a group and output rows of
-    `width` columns may have (0: none); channels last, one block of output channels at most."""
+    `width` columns may have (0: none); channels last, one block of output channels at most. `paired`: kernel
+    2, stride 2 along x (channels first: PLANAR_MAX_IN_PAIRED too)."""
     if nhwc and cg_out > PLANAR_OUT_MAX:
         return 0
-    return max((limits.get(cg_out, 0) for least, limits in PLANAR_MAX_IN.items() if width >= least), default=0)
+    most = 0
+    for table in (PLANAR_MAX_IN, PLANAR_MAX_IN_PAIRED) if paired and not nhwc else (PLANAR_MAX_IN,):
+        for least, limits in table.items():   # (a loop: a generator costs ~1 us a plan compiled)
+            if width >= least:
+                most = max(most, limits.get(cg_out, 0))
+    return most
 
 
 def tap_channels(phase_taps: np.ndarray, phase_tap0: np.ndarray, cg_in: int) -> np.ndarray:

@@ -178,6 +178,24 @@ def test_planar_kernel_chosen_for_few_output_channels(c_in, c_out, groups, width
         assert info.startswith(expected), (layout, info)
 
 
+@pytest.mark.parametrize("c_in, c_out, height, width, dilation, planar, planar_nhwc", [
+    (32, 1, 8, 4, 1, True, False), (33, 1, 8, 4, 1, False, False), (16, 2, 8, 4, 1, True, False),
+    (17, 2, 8, 4, 1, False, False), (64, 1, 8, 8, 1, True, False), (65, 1, 8, 8, 1, False, False),
+    (8, 8, 8, 4, 1, True, False), (9, 8, 8, 4, 1, False, False), (8, 8, 4, 8, 1, True, False),
+    (8, 8, 4, 4, 1, False, False), (8, 4, 2, 4, 1, True, False), (8, 12, 8, 8, 1, True, False),
+    (9, 12, 8, 8, 1, False, False), (16, 8, 16, 16, 1, True, False), (17, 8, 16, 16, 1, False, False),
+    (32, 8, 32, 32, 1, True, False), (33, 8, 32, 32, 1, False, False), (4, 16, 8, 4, 1, True, False),
+    (5, 16, 8, 4, 1, False, False), (8, 8, 8, 4, 2, False, False)])
+def test_planar_kernel_chosen_for_kernel_2_stride_2(c_in, c_out, height, width, dilation, planar, planar_nhwc):
+    """Kernel 2, stride 2 (dilation 1), channels first: the planar kernel for narrower rows and more input
+    channels (PLANAR_MAX_IN_PAIRED: rows of 2 x width columns), several blocks of output channels only from
+    PAIRED_BLOCKS_MIN outputs a channel; channels last and dilated kernels as PLANAR_MAX_IN says."""
+    for layout, chosen in (("NCHW", planar), ("NHWC", planar_nhwc)):
+        conv = synet.ConvParams.deconvolution(c_in, height, width, c_out, 2, 2, dilation=dilation, format=layout)
+        info = synet.Deconvolution16b(1, conv).info()
+        assert info.startswith("Planar" if chosen else "PhaseGemm"), (layout, info)
+
+
 @pytest.mark.parametrize("act, out_dtype", [("identity", np.float32), ("relu", BF16), ("swish", np.float32),
                                              ("prelu", BF16)])
 @pytest.mark.parametrize("nonfinite", [False, True])
