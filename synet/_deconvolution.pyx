@@ -208,8 +208,6 @@ cdef _Geometry _new_geometry(planned):
     geo.packed_size, geo.pack_units = planned.packed_size, planned.pack_units
     for i in range(5):
         geo.weight_steps[i] = planned.weight_steps[i]
-    geo.zero_bias = np.zeros(planned.geometry.dst_c, np.float32)
-    geo.zero_bias.flags.writeable = False
     p.impl, p.micro, p.wide_weights = s["impl"], s["micro"], s["wide_weights"]
     p.src_bf16, p.dst_bf16 = s["src_bf16"], s["dst_bf16"]
     p.nhwc, p.direct, p.act, p.buf_size = s["nhwc"], s["direct"], s["act"], s["buf_size"]
@@ -280,6 +278,10 @@ cdef _Weights _new_weights(_Geometry geo, weight, bias, params, int threads, bin
     planned = geo.planned
     w32 = weight if is_float32_array(weight, geo.weight_size) else planning.weight_array(weight, planned)
     if bias is None:
+        if geo.zero_bias is None:   # (made at the first use: a functional call with a bias never needs it)
+            zeros = np.zeros(geo.plan.dst_c, np.float32)
+            zeros.flags.writeable = False
+            geo.zero_bias = zeros
         ws.bias = geo.zero_bias
     elif not own and is_float32_array(bias, geo.plan.dst_c):
         ws.bias = bias
@@ -484,7 +486,7 @@ cdef class Deconvolution16b:
         """
         cdef _State st = _ready(self)
         cdef _State new
-        prm = planning.params_array(st.geometry.planned, params)
+        prm = planning.params_array(st.geometry.planned.geometry, params)
         weights = _new_weights(st.geometry, weight, bias, prm, call_threads(None), True)
         with self._lock:
             if self._state is not st:   # init/clear ran meanwhile: these weights fit the old geometry
@@ -654,14 +656,18 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
             raise ValueError(f"weight: expected real numbers, got dtype {w.dtype}")
         # the arguments but x's sizes, checked once for every x of this rank (a new shape plans from here)
         call_key = None if key is None else (len(x.shape), *key[1:])
-        call = _CALLS.get(call_key) if key is not None else None
-        if call is None:
+        checked = _CALLS.get(call_key) if key is not None else None
+        if checked is None:
             call = planning.functional_arguments(dims, x.shape, x.dtype, w.shape, stride, padding, output_padding,
                                                  groups, dilation, layout, activation, out_dtype, out)
+            act_params = planning.params_array(call, activation_params, "activation_params")
+            act_params.flags.writeable = False   # (every plan of these arguments shares it)
+            checked = call, act_params
             if key is not None:
                 if len(_CALLS) >= _CALLS_MAX:
                     _CALLS.clear()
-                _CALLS[call_key] = call
+                _CALLS[call_key] = checked
+        call, act_params = checked
         conv, n, _, shape, kind = planning.functional_geometry(call, x.shape, w.shape)
         bf16_out = out_dtype is not None and planning.as_data_type(out_dtype, "out_dtype") == DataType.BFLOAT16 or \
             out_dtype is None and ((out is not None and out.dtype in (BFLOAT16, UINT16)) or
@@ -677,12 +683,10 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
                 geo = _new_geometry(planned)
                 w = np.zeros(planned.weight_shape, np.float32)
                 x = np.zeros(planned.src_shape, np.float32)
-                act_params = planning.params_array(planned, activation_params, "activation_params")
                 weights = _new_weights(geo, w, bias, act_params, threads, False)
                 result = _run(geo, weights, x, None, out.reshape(planned.dst_shape) if out is not None else None,
                               threads, cache.name)
                 return out if out is not None else result.reshape(shape)
-            act_params = planning.params_array(planned, activation_params, "activation_params")
             entry = (_new_geometry(planned), act_params, shape, dst_dtypes)
         if key is not None:
             cache.put(key, entry)

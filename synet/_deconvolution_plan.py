@@ -251,9 +251,10 @@ def check_sizes(batch: int, geo: Geometry) -> None:
     sizes = (batch * geo.src_c * sd * sh * sw, batch * geo.dst_c * dd * dh * dw,
              geo.src_c * kz * ky * kx * (geo.dst_c // g),
              batch * (geo.src_c + 32 * g) * (sd + lz * kz) * (sh + ly * ky) * (sw + lx * kx))
-    for name, n in zip(("src", "dst", "weight", "padded src"), sizes):
-        if n * 4 + 4096 >= 1 << 63:
-            raise ValueError(f"conv: the {name} tensor of {n} elements overflows 64-bit byte sizes")
+    if max(sizes) * 4 + 4096 >= 1 << 63:   # (one test on the way of every plan, the names only for the message)
+        name, n = next(pair for pair in zip(("src", "dst", "weight", "padded src"), sizes)
+                       if pair[1] * 4 + 4096 >= 1 << 63)
+        raise ValueError(f"conv: the {name} tensor of {n} elements overflows 64-bit byte sizes")
     entries = tz * kz + ty * ky + tx * kx + tz * ty * tx + kz * ky * kx + dd + dh + dw + dd * dh + dd * dh * dw // 16
     if entries > MAX_PLAN:
         raise ValueError(f"conv: the geometry needs {entries} plan entries (stride·kernel, strides, kernel taps, "
@@ -304,18 +305,19 @@ def border_outputs(phases, stride: int, pad_begin: int, src: int, dst: int) -> n
     return flags
 
 
-def _tables(tables: dict, flat: tuple = (0,), bounds: dict | None = None) -> tuple[list, dict]:
-    """The int64 tables `tables` (name -> list, tuple or int64 array of ints) appended to `flat`'s (by default
-    none) in one list, each followed by a 0 so that none is empty (the C side reads a pointer), and name ->
-    (begin, end) of each in it added to `bounds`' (both copied); the empty ones all are the leading 0, (0, 1)."""
-    flat_list = list(flat)
+def _tables(tables: dict, start: int = 0, bounds: dict | None = None) -> tuple[list, dict]:
+    """The int64 tables `tables` (name -> list, tuple or int64 array of ints) in one list that follows `start`
+    entries of table data (none: the list begins with the leading 0 the empty tables all are, (0, 1)), each
+    followed by a 0 so that none is empty (the C side reads a pointer); and name -> (begin, end) of each in the
+    whole table data added to a copy of `bounds`."""
+    flat_list = [] if start else [0]
     all_bounds = dict(bounds) if bounds else {}
     for name, values in tables.items():
         if len(values):
-            begin = len(flat_list)
+            begin = start + len(flat_list)
             flat_list += values.tolist() if isinstance(values, np.ndarray) else values
             flat_list.append(0)
-            all_bounds[name] = begin, len(flat_list)
+            all_bounds[name] = begin, start + len(flat_list)
         else:
             all_bounds[name] = EMPTY_TABLE
     return flat_list, all_bounds
@@ -380,7 +382,7 @@ class PlanFamily(NamedTuple):
     direct: bool              # GEMM on the caller's channels-last BF16 source itself (no padded copy)
     elem: int                 # bytes a padded element (GEMM)
     tap_parts: tuple          # (oz, oy, ox, plane) of each tap in table order: its source offset's parts
-    table_flat: tuple         # _tables' layout of the tables no size changes
+    table_data: np.ndarray    # the tables no size changes (read-only int64; plan appends the others)
     table_bounds: dict
     scalars: dict             # the C plan's values no size changes
     packed_size: int
@@ -392,10 +394,12 @@ class PlanFamily(NamedTuple):
 
 
 @functools.lru_cache(maxsize=256)
-def plan_family(geo: Geometry, compat: int, micro_bf16: bool, fp32_strip: int, planar: bool, amx: bool,
+def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int, planar: bool, amx: bool,
                 unpadded: bool) -> PlanFamily:
-    """The family of `geo` (its sizes are ignored: the memo is keyed by a geometry with src and dst ()) for
-    plans with the given kernel choices (plan). Memoised: a new spatial size of a known geometry looks it up."""
+    """The family of a geometry given by its fields but src and dst (dims, src_c, dst_c, kernel, ...: the memo's
+    key) for plans with the given kernel choices (plan). Memoised: a new spatial size of a known geometry looks
+    it up (a key sliced from the Geometry costs 0.2 us, a Geometry made with src and dst () 0.9)."""
+    geo = Geometry(sizeless[0], sizeless[1], (), sizeless[2], (), *sizeless[3:])
     nhwc = geo.channels_last
     g = geo.group
     cg_in, cg_out = geo.src_c // g, geo.dst_c // g
@@ -447,6 +451,8 @@ def plan_family(geo: Geometry, compat: int, micro_bf16: bool, fp32_strip: int, p
     if unpadded:  # (plan fills them for padded plans)
         static_tables.update(dict.fromkeys(BORDER_TABLES, ()))
     flat, table_bounds = _tables(static_tables)
+    table_data = np.array(flat, np.int64)
+    table_data.flags.writeable = False
     scalars = {
         "impl": DEPTHWISE if planar else GEMM, "micro": micro, "wide_weights": wide, "src_bf16": int(src_bf16),
         "dst_bf16": int(geo.dst_type == DataType.BFLOAT16), "nhwc": int(nhwc), "direct": int(direct),
@@ -467,7 +473,7 @@ def plan_family(geo: Geometry, compat: int, micro_bf16: bool, fp32_strip: int, p
         steps = (cg_out * kz * ky * kx, kz * ky * kx, ky * kx, kx, 1)
     src_dtypes = (BFLOAT16, UINT16) if src_bf16 else (FLOAT32,)
     dst_dtypes = (BFLOAT16, UINT16) if geo.dst_type == DataType.BFLOAT16 else (FLOAT32,)
-    return PlanFamily(micro, planes_kernel, cgp, cpt, pix, direct, elem, tap_parts, tuple(flat),
+    return PlanFamily(micro, planes_kernel, cgp, cpt, pix, direct, elem, tap_parts, table_data,
                       table_bounds, scalars, packed_size, geo.dst_c if planar else g * kpairs, weight_shape, steps,
                       src_dtypes, dst_dtypes)
 
@@ -509,7 +515,8 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
               (cg_out <= PLANAR_OUT_MAX or math.prod(dst) >= PAIRED_BLOCKS_MIN))
     planar = depthwise or (stride[2] <= 2 and cg_in <= planar_max_in(cg_out, dst[2], nhwc, paired))
     amx = (not (compat & BF16_SOFT) and micro_amx and cg_in >= 16 and not planar and bool(amx_permission()))
-    family = plan_family(geo._replace(src=(), dst=()), compat, bool(micro_bf16), fp32_strip, planar, amx,
+    # (the geometry's fields but src and dst: dims, src_c, dst_c, kernel, ...)
+    family = plan_family((geo[0], geo[1], geo[3], *geo[5:]), compat, bool(micro_bf16), fp32_strip, planar, amx,
                          unpadded)
     cpt, pix = family.cpt, family.pix
     if planar:
@@ -588,8 +595,8 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
         tables.update(zip(AMX_TABLES, (unit_s0, unit_s1, unit_ob, run_unit0, seg_aoff, seg_doff, seg_m, seg_phase)))
     if not unpadded:
         tables.update(zip(BORDER_TABLES, (border_z, border_y, border_x)))
-    table_list, table_bounds = _tables(tables, family.table_flat, family.table_bounds)
-    table_data = np.array(table_list, np.int64)
+    table_list, table_bounds = _tables(tables, len(family.table_data), family.table_bounds)
+    table_data = np.concatenate((family.table_data, np.array(table_list, np.int64)))
     # channels first, not AMX: a task's run of consecutive output rows. The GEMM's: a row's last part-filled
     # store window waits for the next row of the run (16 rows at most, and >= 64 runs per image, group and
     # channel block); planar: bands of PLANAR_BAND rows, each plane's (so that a few output channels keep both
@@ -655,10 +662,9 @@ def bias_array(bias: object, dst_c: int) -> np.ndarray:
     return b
 
 
-def params_array(planned: DeconvolutionPlan, params: object, name: str = "params") -> np.ndarray:
-    geo = planned.geometry
-    return activation_params(geo.activation, params, geo.dst_c, name, allow_single_slope=False,
-                             allow_extra_slopes=True)
+def params_array(of: Geometry | FunctionalCall, params: object, name: str = "params") -> np.ndarray:
+    """The activation parameters of a geometry's or a functional call's activation and output channels."""
+    return activation_params(of.activation, params, of.dst_c, name, allow_single_slope=False, allow_extra_slopes=True)
 
 
 def _canonical(weight: np.ndarray, geo: Geometry) -> np.ndarray:
@@ -816,6 +822,7 @@ class FunctionalCall(NamedTuple):
     dilation: tuple
     pad_begin: tuple
     pad_end: tuple            # less output_padding
+    dst_of_zero: tuple        # the output size an axis of size 0 would have: dst = stride·src + dst_of_zero
     pads: tuple               # the caller's (all begins, then all ends: for messages)
     groups: int
     dst_c: int
@@ -871,9 +878,11 @@ def functional_arguments(dims: int, x_shape: tuple, x_dtype, w_shape: tuple, str
             raise ValueError(f"out_dtype: expected float32 or bfloat16, got {dst_type.name}")
     src_type = DataType.BFLOAT16 if x_dtype == BFLOAT16 else DataType.FLOAT32
     full, none = (3 - dims) * (1,), (3 - dims) * (0,)
-    return FunctionalCall(dims, nhwc, w_in, full + tuple(kernel), full + strides, full + dilations, none + begin,
-                          none + tuple(e - o for e, o in zip(end, extra)), begin + end, int(groups),
-                          cg_out * int(groups), src_type, dst_type, as_activation(activation))
+    kernel3, stride3, dilation3 = full + tuple(kernel), full + strides, full + dilations
+    begin3, end3 = none + begin, none + tuple(e - o for e, o in zip(end, extra))
+    dst_of_zero = tuple(map(deconvolution_size, (0, 0, 0), kernel3, stride3, dilation3, begin3, end3))
+    return FunctionalCall(dims, nhwc, w_in, kernel3, stride3, dilation3, begin3, end3, dst_of_zero, begin + end,
+                          int(groups), cg_out * int(groups), src_type, dst_type, as_activation(activation))
 
 
 def functional_geometry(call: FunctionalCall, x_shape: tuple, w_shape: tuple) -> tuple:
@@ -895,13 +904,14 @@ def functional_geometry(call: FunctionalCall, x_shape: tuple, w_shape: tuple) ->
         raise ValueError(f"groups: expected a divisor of the {c_in} input channels, got {call.groups}")
     full = (1,) * (3 - dims)
     src = full + tuple(size)
-    dst = tuple(map(deconvolution_size, src, call.kernel, call.stride, call.dilation, call.pad_begin, call.pad_end))
+    dst = tuple([stride * s + zero for stride, s, zero in zip(call.stride, src, call.dst_of_zero)])
     dst_c = call.dst_c
     empty_input = min(n, c_in, dst_c, *size) == 0
-    if min(dst) <= 0 and not empty_input:
-        raise ValueError(f"padding: {call.pads} leaves an output of {'x'.join(map(str, dst[3 - dims:]))}; expected "
-                         f">= {'x'.join('1' * dims)}")
-    dst = tuple(max(d, 0) for d in dst)
+    if min(dst) <= 0:
+        if not empty_input:
+            raise ValueError(f"padding: {call.pads} leaves an output of {'x'.join(map(str, dst[3 - dims:]))}; "
+                             f"expected >= {'x'.join('1' * dims)}")
+        dst = tuple(max(d, 0) for d in dst)
     spatial = dst[3 - dims:]
     shape = (n, *spatial, dst_c) if call.nhwc else (n, dst_c, *spatial)
     kind = "empty" if min(shape) == 0 else ("bias" if empty_input else "run")

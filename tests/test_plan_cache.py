@@ -384,6 +384,27 @@ def test_gather_and_add_empty(shape):
     assert synet.quantized_add(a, a).shape == shape
 
 
+def test_activation_params_are_checked_with_the_arguments_and_never_alias_the_callers():
+    """conv_transpose2d's activation parameters are checked with the other arguments (once per rank: an empty
+    batch's are too) and kept, read-only, for every shape of those arguments; the caller's array is copied
+    (still writeable, and new values in it are new arguments: a new shape after a change uses them)."""
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((4, 2, 2, 2)).astype(np.float32)
+    slopes = np.array([0.5, -0.25], np.float32)
+    x1, x2 = (rng.standard_normal((1, 4, h, 3)).astype(np.float32) for h in (3, 5))
+    kwargs = dict(stride=2, activation="prelu")
+    synet.conv_transpose2d(x1, w, activation_params=slopes, **kwargs)
+    assert slopes.flags.writeable
+    slopes[:] = (2.0, -3.0)
+    got = synet.conv_transpose2d(x2, w, activation_params=slopes, **kwargs)
+    synet.clear_plan_cache()
+    synet._deconvolution._CALLS.clear()
+    fresh = synet.conv_transpose2d(x2, w, activation_params=np.array((2.0, -3.0), np.float32), **kwargs)
+    assert np.array_equal(got.view(np.uint32), fresh.view(np.uint32))
+    with pytest.raises(ValueError, match=re.escape("activation_params: PRELU expects at least 2 slope(s)")):
+        synet.conv_transpose2d(x1[:0], w, activation_params=[1.0], **kwargs)
+
+
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 def test_a_new_shape_of_known_arguments_is_checked_as_the_first(layout):
     """A new x of known arguments (its rank's checked arguments memoised: FunctionalCall) is still checked on
