@@ -54,15 +54,15 @@ SYNET_INLINE void store_act16_lanes(void *dst, int64_t o, __mmask16 k, __m512 v,
     if (relu)
         v = _mm512_max_ps(_mm512_setzero_ps(), v);
     if (bf16 && whole)
-        _mm256_storeu_si256((__m256i *)((uint16_t *)dst + o), synet_bf16_pack_x16(v));
+        store_vf(dst, o, v, 1);
     else if (bf16)
-        _mm256_mask_storeu_epi16((uint16_t *)dst + o, k, synet_bf16_pack_x16(v));
+        store_vf_lanes(dst, o, k, v, 1);
     else if (whole == 2)
         stream_vf((float *)dst + o, v);
     else if (whole)
-        _mm512_storeu_ps((float *)dst + o, v);
+        store_vf(dst, o, v, 0);
     else
-        _mm512_mask_storeu_ps((float *)dst + o, k, v);
+        store_vf_lanes(dst, o, k, v, 0);
 }
 
 SYNET_INLINE void store_act16(void *dst, int64_t o, __mmask16 k, __m512 v, int relu, int bf16)

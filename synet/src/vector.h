@@ -286,16 +286,23 @@ SYNET_INLINE void store_f(void *out, int64_t i, float v, int bf16)
         ((float *)out)[i] = v;
 }
 
+#if SYNET_AVX512
+/* lanes k of v to elements i.. of out, as store_vf: one masked store */
+SYNET_INLINE void store_vf_lanes(void *out, int64_t i, __mmask16 k, vfloat v, int bf16)
+{
+    if (bf16)
+        _mm256_mask_storeu_epi16((uint16_t *)out + i, k, synet_bf16_pack_x16(v));
+    else
+        _mm512_mask_storeu_ps((float *)out + i, k, v);
+}
+#endif
+
 /* the first n (<= VW) lanes of v to elements i..i + n - 1 of out, as store_vf (AVX-512: one masked store;
    below, a lane at a time) */
 SYNET_INLINE void store_vf_part(void *out, int64_t i, vfloat v, int64_t n, int bf16)
 {
 #if SYNET_AVX512
-    const __mmask16 k = synet_mask16(n);
-    if (bf16)
-        _mm256_mask_storeu_epi16((uint16_t *)out + i, k, synet_bf16_pack_x16(v));
-    else
-        _mm512_mask_storeu_ps((float *)out + i, k, v);
+    store_vf_lanes(out, i, synet_mask16(n), v, bf16);
 #else
     float lanes[VW];
     *(vfloat_u *)(void *)lanes = v;
