@@ -947,16 +947,24 @@ static void depthwise_band_channels_last(const synet_deconv_plan *p, const float
 int deconv_depthwise_pack(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size c, float *table)
 {
     int nonfinite = 0;
-    const synet_size first = c / p->cg_out * p->cg_in, co = c % p->cg_out;
+    const synet_size first = c / p->cg_out * p->cg_in, co = c % p->cg_out, cg_in = p->cg_in;
     const synet_size phases = p->stride_z * p->stride_y * p->stride_x;
+    /* tap t of the table at out[t * out_step] (channels last: taps src_c apart) */
+    const synet_size out_step = channels_last_kernel(p) ? p->src_c : 1;
+    float *out = table + (channels_last_kernel(p) ? c : c * p->kpairs);
     for (synet_size phase = 0; phase < phases; ++phase) {
-        const synet_size per = p->phase_taps[phase] / p->cg_in; /* (a division a tap: D8 functional 1.04x) */
-        for (synet_size ci = first, t = p->phase_tap0[phase]; ci < first + p->cg_in; ++ci)
-            for (synet_size u = 0; u < per; ++u, ++t) {
-                const uint16_t h = synet_bf16_from_float(w->w[ci * w->ci_step + co * w->co_step + tap_step(p, w, t)]);
+        /* the phase's taps run over the group's planes in turn, per taps a plane, the same kernel positions in
+           every plane: one weight offset a position, its planes ci_step apart in w, per apart in the table */
+        const synet_size per = p->phase_taps[phase] / cg_in, t0 = p->phase_tap0[phase];
+        for (synet_size u = 0; u < per; ++u) {
+            const float *from = w->w + first * w->ci_step + co * w->co_step + tap_step(p, w, t0 + u);
+            float *to = out + (t0 + u) * out_step;
+            for (synet_size k = 0; k < cg_in; ++k) {
+                const uint16_t h = synet_bf16_from_float(from[k * w->ci_step]);
                 nonfinite |= (h & 0x7F80) == 0x7F80;
-                table[channels_last_kernel(p) ? t * p->src_c + c : c * p->kpairs + t] = synet_bf16_to_float(h);
+                to[k * per * out_step] = synet_bf16_to_float(h);
             }
+        }
     }
     return nonfinite;
 }
