@@ -88,6 +88,9 @@ AXES = ("z", "y", "x")
 BF16_SOFT = int(Compatibility.BF16_SOFT)
 NO_TABLE = np.zeros(0, np.int64)
 NO_TABLE.flags.writeable = False
+# a table longer than this is made and joined as a NumPy array (shorter: Python ints, faster than NumPy's fixed
+# costs): a plan's tap offsets (a planar family of 64 planes has 1024), border flags
+LONG_TABLE = 64
 EMPTY_TABLE = (0, 1)   # the bounds of an empty table: the leading 0 of the table data
 AMX_TABLES = ("unit_s0", "unit_s1", "unit_ob", "run_unit0", "seg_aoff", "seg_doff", "seg_m", "seg_phase")
 BORDER_TABLES = ("border_z", "border_y", "border_x")
@@ -305,22 +308,30 @@ def border_outputs(phases, stride: int, pad_begin: int, src: int, dst: int) -> n
     return flags
 
 
-def _tables(tables: dict, start: int = 0, bounds: dict | None = None) -> tuple[list, dict]:
-    """The int64 tables `tables` (name -> list, tuple or int64 array of ints) in one list that follows `start`
-    entries of table data (none: the list begins with the leading 0 the empty tables all are, (0, 1)), each
-    followed by a 0 so that none is empty (the C side reads a pointer); and name -> (begin, end) of each in the
-    whole table data added to a copy of `bounds`."""
+def _tables(tables: dict, start: int = 0, bounds: dict | None = None) -> tuple[np.ndarray, dict]:
+    """The int64 tables `tables` (name -> list or tuple of ints, or an int64 array: a long one taken as it is) as the
+    table data that follows `start` entries of it (none: it begins with the leading 0 the empty tables all are,
+    (0, 1)), each followed by a 0 so that none is empty (the C side reads a pointer); and name -> (begin, end)
+    of each in the whole table data added to a copy of `bounds`."""
+    chunks: list = []
     flat_list = [] if start else [0]
+    end = start + len(flat_list)
     all_bounds = dict(bounds) if bounds else {}
     for name, values in tables.items():
         if len(values):
-            begin = start + len(flat_list)
-            flat_list += values.tolist() if isinstance(values, np.ndarray) else values
-            flat_list.append(0)
-            all_bounds[name] = begin, start + len(flat_list)
+            begin = end
+            if isinstance(values, np.ndarray) and len(values) > LONG_TABLE:
+                chunks += [np.array(flat_list, np.int64), values]
+                flat_list = [0]
+            else:
+                flat_list += values.tolist() if isinstance(values, np.ndarray) else values
+                flat_list.append(0)
+            end = begin + len(values) + 1
+            all_bounds[name] = begin, end
         else:
             all_bounds[name] = EMPTY_TABLE
-    return flat_list, all_bounds
+    data = np.array(flat_list, np.int64)
+    return (np.concatenate((*chunks, data)) if chunks else data), all_bounds
 
 
 @functools.lru_cache(maxsize=1024)
@@ -382,6 +393,7 @@ class PlanFamily(NamedTuple):
     direct: bool              # GEMM on the caller's channels-last BF16 source itself (no padded copy)
     elem: int                 # bytes a padded element (GEMM)
     tap_parts: tuple          # (oz, oy, ox, plane) of each tap in table order: its source offset's parts
+    tap_matrix: np.ndarray | None   # tap_parts as int64 (taps x 4) when there are more than LONG_TABLE
     table_data: np.ndarray    # the tables no size changes (read-only int64; plan appends the others)
     table_bounds: dict
     scalars: dict             # the C plan's values no size changes
@@ -450,8 +462,7 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
         static_tables.update(dict.fromkeys(AMX_TABLES, ()))
     if unpadded:  # (plan fills them for padded plans)
         static_tables.update(dict.fromkeys(BORDER_TABLES, ()))
-    flat, table_bounds = _tables(static_tables)
-    table_data = np.array(flat, np.int64)
+    table_data, table_bounds = _tables(static_tables)
     table_data.flags.writeable = False
     scalars = {
         "impl": DEPTHWISE if planar else GEMM, "micro": micro, "wide_weights": wide, "src_bf16": int(src_bf16),
@@ -473,7 +484,19 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
         steps = (cg_out * kz * ky * kx, kz * ky * kx, ky * kx, kx, 1)
     src_dtypes = (BFLOAT16, UINT16) if src_bf16 else (FLOAT32,)
     dst_dtypes = (BFLOAT16, UINT16) if geo.dst_type == DataType.BFLOAT16 else (FLOAT32,)
-    return PlanFamily(micro, planes_kernel, cgp, cpt, pix, direct, elem, tap_parts, table_data,
+    tap_matrix = None
+    if len(tap_parts) > LONG_TABLE:   # from the phases' taps by NumPy (converting the tuples cost 100-150 us)
+        base_taps = np.array((tap_oz, tap_oy, tap_ox), np.int64)   # before the planes
+        base_tap0 = np.array(phase_tap0, np.int64) // planes
+        per_phase = np.diff(base_tap0)
+        entries = per_phase * planes
+        at = np.repeat(np.arange(len(entries)), entries)               # the phase of each entry
+        step = np.arange(len(tap_parts)) - (np.cumsum(entries) - entries)[at]
+        tap_matrix = np.empty((len(tap_parts), 4), np.int64)
+        tap_matrix[:, :3] = base_taps[:, base_tap0[at] + step % per_phase[at]].T
+        tap_matrix[:, 3] = step // per_phase[at]
+        tap_matrix.flags.writeable = False
+    return PlanFamily(micro, planes_kernel, cgp, cpt, pix, direct, elem, tap_parts, tap_matrix, table_data,
                       table_bounds, scalars, packed_size, geo.dst_c if planar else g * kpairs, weight_shape, steps,
                       src_dtypes, dst_dtypes)
 
@@ -530,7 +553,11 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
         pad_rows = 0 if family.direct else batch * dp * hp
     row, plane = wp * pix, hp * wp * pix
     image = dp * plane
-    tap_offsets = [oz * plane + oy * row + ox * pix + c * image for oz, oy, ox, c in family.tap_parts]
+    tap_offsets: list | np.ndarray
+    if family.tap_matrix is None:   # few taps: Python ints (faster than NumPy's fixed costs)
+        tap_offsets = [oz * plane + oy * row + ox * pix + c * image for oz, oy, ox, c in family.tap_parts]
+    else:   # many (a planar family of 64 planes has 1024): one NumPy product
+        tap_offsets = family.tap_matrix @ np.array((plane, row, pix, image), np.int64)
     # task rows: one per output row (oz, oy), in output order (the kernels derive each one's phase and
     # indices: deconvolution.h, synet_deconv_row_of)
     nrows = dst[0] * dst[1]
@@ -595,8 +622,8 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
         tables.update(zip(AMX_TABLES, (unit_s0, unit_s1, unit_ob, run_unit0, seg_aoff, seg_doff, seg_m, seg_phase)))
     if not unpadded:
         tables.update(zip(BORDER_TABLES, (border_z, border_y, border_x)))
-    table_list, table_bounds = _tables(tables, len(family.table_data), family.table_bounds)
-    table_data = np.concatenate((family.table_data, np.array(table_list, np.int64)))
+    plan_data, table_bounds = _tables(tables, len(family.table_data), family.table_bounds)
+    table_data = np.concatenate((family.table_data, plan_data))
     # channels first, not AMX: a task's run of consecutive output rows. The GEMM's: a row's last part-filled
     # store window waits for the next row of the run (16 rows at most, and >= 64 runs per image, group and
     # channel block); planar: bands of PLANAR_BAND rows, each plane's (so that a few output channels keep both
