@@ -392,8 +392,8 @@ class PlanFamily(NamedTuple):
     pix: int                  # elements from one padded pixel to the next
     direct: bool              # GEMM on the caller's channels-last BF16 source itself (no padded copy)
     elem: int                 # bytes a padded element (GEMM)
-    tap_parts: tuple          # (oz, oy, ox, plane) of each tap in table order: its source offset's parts
-    tap_matrix: np.ndarray | None   # tap_parts as int64 (taps x 4) when there are more than LONG_TABLE
+    tap_parts: tuple | np.ndarray   # (oz, oy, ox, plane) of each tap in table order: its source offset's parts
+                                    # (more than LONG_TABLE taps: an int64 matrix, taps x 4, for one product)
     table_data: np.ndarray    # the tables no size changes (read-only int64; plan appends the others)
     table_bounds: dict
     scalars: dict             # the C plan's values no size changes
@@ -496,9 +496,9 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
         tap_matrix[:, :3] = base_taps[:, base_tap0[at] + step % per_phase[at]].T
         tap_matrix[:, 3] = step // per_phase[at]
         tap_matrix.flags.writeable = False
-    return PlanFamily(micro, planes_kernel, cgp, cpt, pix, direct, elem, tap_parts, tap_matrix, table_data,
-                      table_bounds, scalars, packed_size, geo.dst_c if planar else g * kpairs, weight_shape, steps,
-                      src_dtypes, dst_dtypes)
+    return PlanFamily(micro, planes_kernel, cgp, cpt, pix, direct, elem,
+                      tap_parts if tap_matrix is None else tap_matrix, table_data, table_bounds, scalars, packed_size,
+                      geo.dst_c if planar else g * kpairs, weight_shape, steps, src_dtypes, dst_dtypes)
 
 
 def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibility: object, micro_bf16: bool,
@@ -554,10 +554,10 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
     row, plane = wp * pix, hp * wp * pix
     image = dp * plane
     tap_offsets: list | np.ndarray
-    if family.tap_matrix is None:   # few taps: Python ints (faster than NumPy's fixed costs)
+    if isinstance(family.tap_parts, np.ndarray):   # many taps (a planar family of 64 planes has 1024)
+        tap_offsets = family.tap_parts @ np.array((plane, row, pix, image), np.int64)
+    else:   # few: Python ints (faster than NumPy's fixed costs)
         tap_offsets = [oz * plane + oy * row + ox * pix + c * image for oz, oy, ox, c in family.tap_parts]
-    else:   # many (a planar family of 64 planes has 1024): one NumPy product
-        tap_offsets = family.tap_matrix @ np.array((plane, row, pix, image), np.int64)
     # task rows: one per output row (oz, oy), in output order (the kernels derive each one's phase and
     # indices: deconvolution.h, synet_deconv_row_of)
     nrows = dst[0] * dst[1]

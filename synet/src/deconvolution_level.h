@@ -53,7 +53,7 @@ SYNET_INLINE void store_act16_lanes(void *dst, int64_t o, __mmask16 k, __m512 v,
 {
     if (relu)
         v = _mm512_max_ps(_mm512_setzero_ps(), v);
-    if (bf16 && whole)
+    if (bf16 && whole) /* (bf16 a constant in each branch: GCC keeps gemm_task's code as it was) */
         store_vf(dst, o, v, 1);
     else if (bf16)
         store_vf_lanes(dst, o, k, v, 1);
