@@ -27,6 +27,7 @@ from libc.string cimport memset
 from synet._fastpath cimport (
     data_of, is_float32_array, is_operand, is_output, key_part, new_array, new_like, overlaps,
 )
+from synet._cache cimport PlanCache
 from synet._kernels cimport amx_ready, bf16_dot_preferred, call_threads, kernel_level
 
 import math
@@ -635,7 +636,7 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
     packed for this call, one run."""
     cdef int threads = call_threads(n_threads)
     cdef _Geometry geo
-    cache = _CACHES[dims]
+    cdef PlanCache cache = <PlanCache?>_CACHES[dims]
     if not (cnp.PyArray_Check(x) and (<cnp.ndarray>x).dtype is _FLOAT32):
         x = _as_operand(x, "x")
     w = weight if cnp.PyArray_Check(weight) else np.asarray(weight)

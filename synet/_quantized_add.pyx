@@ -21,6 +21,7 @@ from synet._csrc cimport (
     SYNET_QADD_I8, SYNET_QADD_LOOKUP, SYNET_QADD_U8, SYNET_VALUE_ERROR, synet_qadd_consts, synet_qadd_kernels,
     synet_qadd_kernels_at, synet_qadd_plan,
 )
+from synet._cache cimport PlanCache
 from synet._fastpath cimport data_of, is_operand, is_output, new_array, new_like, overlaps, same_shape
 from synet._kernels cimport call_threads, kernel_level
 
@@ -481,7 +482,7 @@ def _restore(version, args):
     return context
 
 
-_CACHE = _cache.cache("quantized_add")
+cdef PlanCache _CACHE = _cache.cache("quantized_add")
 cdef object _U8 = np.dtype(np.uint8), _I8 = np.dtype(np.int8), _F32 = np.dtype(np.float32)
 
 
