@@ -94,6 +94,7 @@ LONG_TABLE = 64
 EMPTY_TABLE = (0, 1)   # the bounds of an empty table: the leading 0 of the table data
 AMX_TABLES = ("unit_s0", "unit_s1", "unit_ob", "run_unit0", "seg_aoff", "seg_doff", "seg_m", "seg_phase")
 BORDER_TABLES = ("border_z", "border_y", "border_x")
+SIZED_TABLES = ("tap_offsets", "col_first", "col_count")   # lengths fixed by the family, values by the sizes
 
 
 def pair_channels(micro: int, kpairs: int) -> np.ndarray:
@@ -394,8 +395,9 @@ class PlanFamily(NamedTuple):
     elem: int                 # bytes a padded element (GEMM)
     tap_parts: tuple | np.ndarray   # (oz, oy, ox, plane) of each tap in table order: its source offset's parts
                                     # (more than LONG_TABLE taps: an int64 matrix, taps x 4, for one product)
-    table_data: np.ndarray    # the tables no size changes (read-only int64; plan appends the others)
-    table_bounds: dict
+    table_data: np.ndarray    # the tables no size changes, then zeros for SIZED_TABLES (read-only int64; plan
+    table_bounds: dict        # fills a copy's SIZED_TABLES and appends the others)
+    sized_start: int          # where SIZED_TABLES begin in table_data
     scalars: dict             # the C plan's values no size changes
     packed_size: int
     pack_units: int
@@ -462,8 +464,12 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
         static_tables.update(dict.fromkeys(AMX_TABLES, ()))
     if unpadded:  # (plan fills them for padded plans)
         static_tables.update(dict.fromkeys(BORDER_TABLES, ()))
+    # last, zeros in the places of the tables whose lengths no size changes but whose values do (none empty):
+    # plan fills a copy
+    static_tables.update(zip(SIZED_TABLES, ([0] * len(tap_parts), [0] * stride[2], [0] * stride[2])))
     table_data, table_bounds = _tables(static_tables)
     table_data.flags.writeable = False
+    sized_start = table_bounds[SIZED_TABLES[0]][0]
     scalars = {
         "impl": DEPTHWISE if planar else GEMM, "micro": micro, "wide_weights": wide, "src_bf16": int(src_bf16),
         "dst_bf16": int(geo.dst_type == DataType.BFLOAT16), "nhwc": int(nhwc), "direct": int(direct),
@@ -497,8 +503,8 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
         tap_matrix[:, 3] = step // per_phase[at]
         tap_matrix.flags.writeable = False
     return PlanFamily(micro, planes_kernel, cgp, cpt, pix, direct, elem,
-                      tap_parts if tap_matrix is None else tap_matrix, table_data, table_bounds, scalars, packed_size,
-                      geo.dst_c if planar else g * kpairs, weight_shape, steps, src_dtypes, dst_dtypes)
+                      tap_parts if tap_matrix is None else tap_matrix, table_data, table_bounds, sized_start, scalars,
+                      packed_size, geo.dst_c if planar else g * kpairs, weight_shape, steps, src_dtypes, dst_dtypes)
 
 
 def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibility: object, micro_bf16: bool,
@@ -617,13 +623,23 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
             border_outputs(phases, stride[a], pad_begin[a], src[a], dst[a]) if low or high
             else np.zeros(dst[a], np.int64) for a, (phases, low, high) in enumerate(axes))
         border_x = np.flatnonzero(border_x)
-    tables: dict = {"tap_offsets": tap_offsets, "col_first": col_first, "col_count": col_count}
+    # the family's tables with SIZED_TABLES filled in (each followed by its 0), then those of varying lengths
+    table_data = family.table_data.copy()
+    at = family.sized_start
+    if isinstance(tap_offsets, np.ndarray):
+        table_data[at:at + len(tap_offsets)] = tap_offsets
+        table_data[at + len(tap_offsets) + 1:] = [*col_first, 0, *col_count, 0]
+    else:
+        table_data[at:] = [*tap_offsets, 0, *col_first, 0, *col_count, 0]
+    table_bounds = family.table_bounds
+    tables: dict = {}
     if amx:
         tables.update(zip(AMX_TABLES, (unit_s0, unit_s1, unit_ob, run_unit0, seg_aoff, seg_doff, seg_m, seg_phase)))
     if not unpadded:
         tables.update(zip(BORDER_TABLES, (border_z, border_y, border_x)))
-    plan_data, table_bounds = _tables(tables, len(family.table_data), family.table_bounds)
-    table_data = np.concatenate((family.table_data, plan_data))
+    if tables:
+        plan_data, table_bounds = _tables(tables, len(table_data), table_bounds)
+        table_data = np.concatenate((table_data, plan_data))
     # channels first, not AMX: a task's run of consecutive output rows. The GEMM's: a row's last part-filled
     # store window waits for the next row of the run (16 rows at most, and >= 64 runs per image, group and
     # channel block); planar: bands of PLANAR_BAND rows, each plane's (so that a few output channels keep both
