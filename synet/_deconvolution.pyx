@@ -37,7 +37,7 @@ import numpy as np
 
 from . import _cache
 from . import _deconvolution_plan as planning
-from ._arrays import UINT16, check_buffer, check_out, internal_error, require_array
+from ._arrays import UINT16, InternalError, check_buffer, check_out, internal_error, require_array
 from ._conv_params import ConvParams, ConvParams3d
 from ._types import BFLOAT16, DataType
 
@@ -195,7 +195,6 @@ cdef class _Geometry:
 cdef _Geometry _new_geometry(planned):
     cdef _Geometry geo = _Geometry.__new__(_Geometry)
     cdef synet_deconv_plan* p = &geo.plan
-    cdef dict s = planned.scalars
     geo.planned = planned
     geo.table_data = planned.table_data
     geo.src_dtype = planned.src_dtypes[0]
@@ -209,47 +208,24 @@ cdef _Geometry _new_geometry(planned):
     geo.packed_size, geo.pack_units = planned.packed_size, planned.pack_units
     for i in range(5):
         geo.weight_steps[i] = planned.weight_steps[i]
-    p.impl, p.micro, p.wide_weights = s["impl"], s["micro"], s["wide_weights"]
-    p.src_bf16, p.dst_bf16 = s["src_bf16"], s["dst_bf16"]
-    p.nhwc, p.direct, p.act, p.buf_size = s["nhwc"], s["direct"], s["act"], s["buf_size"]
-    p.batch, p.src_c, p.src_d, p.src_h, p.src_w = s["batch"], s["src_c"], s["src_d"], s["src_h"], s["src_w"]
-    p.dst_c, p.dst_d, p.dst_h, p.dst_w, p.group = s["dst_c"], s["dst_d"], s["dst_h"], s["dst_w"], s["group"]
-    p.cg_in, p.cg_out = s["cg_in"], s["cg_out"]
-    p.kernel_z, p.kernel_y, p.kernel_x = s["kernel_z"], s["kernel_y"], s["kernel_x"]
-    p.dilation_z, p.dilation_y, p.dilation_x = s["dilation_z"], s["dilation_y"], s["dilation_x"]
-    p.stride_z, p.stride_y, p.stride_x = s["stride_z"], s["stride_y"], s["stride_x"]
-    p.pad_front, p.pad_top, p.pad_left = s["pad_front"], s["pad_top"], s["pad_left"]
-    p.padded_d, p.padded_h, p.padded_w = s["padded_d"], s["padded_h"], s["padded_w"]
-    p.pad_low_z, p.pad_low_y, p.pad_low_x = s["pad_low_z"], s["pad_low_y"], s["pad_low_x"]
-    p.cg_padded, p.pixel_stride = s["cg_padded"], s["pixel_stride"]
-    p.padded_image, p.kpairs, p.block_width, p.nblocks = s["padded_image"], s["kpairs"], s["block_width"], s["nblocks"]
-    p.weight_strip = s["weight_strip"]
-    p.nrows, p.nunits, p.ntasks, p.dst_image = s["nrows"], s["nunits"], s["ntasks"], s["dst_image"]
-    p.row_run, p.stream = s["row_run"], s["stream"]
-    p.pad_rows, p.nborder_x = s["pad_rows"], s["nborder_x"]
+    # (the orders of planning.FAMILY_SCALARS, SIZED_SCALARS and TABLES: test_deconvolution_plan_fields)
+    (p.impl, p.micro, p.wide_weights, p.src_bf16, p.dst_bf16, p.nhwc, p.direct, p.act, p.src_c, p.dst_c, p.group,
+     p.cg_in, p.cg_out, p.kernel_z, p.kernel_y, p.kernel_x, p.dilation_z, p.dilation_y, p.dilation_x, p.stride_z,
+     p.stride_y, p.stride_x, p.pad_front, p.pad_top, p.pad_left, p.cg_padded, p.pixel_stride, p.kpairs,
+     p.block_width, p.weight_strip, p.nblocks) = <tuple>planned.family_scalars
+    (p.buf_size, p.batch, p.src_d, p.src_h, p.src_w, p.dst_d, p.dst_h, p.dst_w, p.padded_d, p.padded_h, p.padded_w,
+     p.pad_low_z, p.pad_low_y, p.pad_low_x, p.padded_image, p.nrows, p.nunits, p.amx_runs, p.ntasks, p.row_run,
+     p.stream, p.dst_image, p.pad_rows, p.nborder_x) = <tuple>planned.sized_scalars
     cdef const int64_t* tables = <const int64_t*>data_of(geo.table_data)
-    cdef dict at = planned.table_bounds
-    p.phase_taps = tables + <Py_ssize_t>at["phase_taps"][0]
-    p.phase_tap0 = tables + <Py_ssize_t>at["phase_tap0"][0]
-    p.tap_offsets = tables + <Py_ssize_t>at["tap_offsets"][0]
-    p.tap_kz = tables + <Py_ssize_t>at["tap_kz"][0]
-    p.tap_ky = tables + <Py_ssize_t>at["tap_ky"][0]
-    p.tap_kx = tables + <Py_ssize_t>at["tap_kx"][0]
-    p.col_first = tables + <Py_ssize_t>at["col_first"][0]
-    p.col_count = tables + <Py_ssize_t>at["col_count"][0]
-    p.amx_runs = s["amx_runs"]
-    p.unit_s0 = tables + <Py_ssize_t>at["unit_s0"][0]
-    p.unit_s1 = tables + <Py_ssize_t>at["unit_s1"][0]
-    p.unit_ob = tables + <Py_ssize_t>at["unit_ob"][0]
-    p.run_unit0 = tables + <Py_ssize_t>at["run_unit0"][0]
-    p.seg_aoff = tables + <Py_ssize_t>at["seg_aoff"][0]
-    p.seg_doff = tables + <Py_ssize_t>at["seg_doff"][0]
-    p.seg_m = tables + <Py_ssize_t>at["seg_m"][0]
-    p.seg_phase = tables + <Py_ssize_t>at["seg_phase"][0]
-    p.border_z = tables + <Py_ssize_t>at["border_z"][0]
-    p.border_y = tables + <Py_ssize_t>at["border_y"][0]
-    p.border_x = tables + <Py_ssize_t>at["border_x"][0]
-    p.weight_offsets = tables + <Py_ssize_t>at["weight_offsets"][0]
+    cdef tuple bounds = planned.table_bounds
+    cdef const int64_t** fields[20]
+    fields[:] = [&p.phase_taps, &p.phase_tap0, &p.tap_kz, &p.tap_ky, &p.tap_kx, &p.weight_offsets, &p.tap_offsets,
+                 &p.col_first, &p.col_count, &p.unit_s0, &p.unit_s1, &p.unit_ob, &p.run_unit0, &p.seg_aoff,
+                 &p.seg_doff, &p.seg_m, &p.seg_phase, &p.border_z, &p.border_y, &p.border_x]
+    if len(bounds) != 20:
+        raise InternalError(f"deconvolution plan: {len(bounds)} tables, expected 20 (a bug in synet)")
+    for i in range(20):
+        fields[i][0] = tables + <Py_ssize_t>(<tuple>bounds[i])[0]
     p.bias = p.params = p.depthwise = p.exact_weights = NULL
     p.weights = NULL
     p.exact_borders = 0

@@ -95,6 +95,18 @@ EMPTY_TABLE = (0, 1)   # the bounds of an empty table: the leading 0 of the tabl
 AMX_TABLES = ("unit_s0", "unit_s1", "unit_ob", "run_unit0", "seg_aoff", "seg_doff", "seg_m", "seg_phase")
 BORDER_TABLES = ("border_z", "border_y", "border_x")
 SIZED_TABLES = ("tap_offsets", "col_first", "col_count")   # lengths fixed by the family, values by the sizes
+FAMILY_TABLES = ("phase_taps", "phase_tap0", "tap_kz", "tap_ky", "tap_kx", "weight_offsets", *SIZED_TABLES)
+# synet_deconv_plan's tables in the order of a plan's table_bounds: the family's, then those a plan appends
+TABLES = (*FAMILY_TABLES, *AMX_TABLES, *BORDER_TABLES)
+# synet_deconv_plan's values in the order of a plan's family_scalars and sized_scalars (_deconvolution.pyx,
+# _new_geometry, assigns them in these orders)
+FAMILY_SCALARS = ("impl", "micro", "wide_weights", "src_bf16", "dst_bf16", "nhwc", "direct", "act", "src_c", "dst_c",
+                  "group", "cg_in", "cg_out", "kernel_z", "kernel_y", "kernel_x", "dilation_z", "dilation_y",
+                  "dilation_x", "stride_z", "stride_y", "stride_x", "pad_front", "pad_top", "pad_left", "cg_padded",
+                  "pixel_stride", "kpairs", "block_width", "weight_strip", "nblocks")
+SIZED_SCALARS = ("buf_size", "batch", "src_d", "src_h", "src_w", "dst_d", "dst_h", "dst_w", "padded_d", "padded_h",
+                 "padded_w", "pad_low_z", "pad_low_y", "pad_low_x", "padded_image", "nrows", "nunits", "amx_runs",
+                 "ntasks", "row_run", "stream", "dst_image", "pad_rows", "nborder_x")
 
 
 def pair_channels(micro: int, kpairs: int) -> np.ndarray:
@@ -139,9 +151,10 @@ class DeconvolutionPlan(NamedTuple):
     compatibility: int
     impl: int                 # GEMM or DEPTHWISE
     micro: int                # MICRO_*
-    scalars: dict             # field of synet_deconv_plan -> int
+    family_scalars: tuple     # synet_deconv_plan's values of FAMILY_SCALARS (the family's, shared)
+    sized_scalars: tuple      # and of SIZED_SCALARS
     table_data: np.ndarray    # every table of synet_deconv_plan, int64, one after the other
-    table_bounds: dict        # field of synet_deconv_plan -> (begin, end) of its table in table_data (never empty)
+    table_bounds: tuple       # (begin, end) in table_data of each of TABLES (never empty)
     src_shape: tuple
     dst_shape: tuple
     src_dtypes: tuple         # accepted src dtypes (first: the preferred one)
@@ -152,9 +165,14 @@ class DeconvolutionPlan(NamedTuple):
     weight_steps: tuple       # (ci, co, kz, ky, kx) element steps of the caller's weight layout
 
     @property
+    def scalars(self) -> dict:
+        """Field of synet_deconv_plan -> its value."""
+        return dict(zip((*FAMILY_SCALARS, *SIZED_SCALARS), (*self.family_scalars, *self.sized_scalars)))
+
+    @property
     def tables(self) -> dict:
         """Field of synet_deconv_plan -> its table (a view of table_data)."""
-        return {name: self.table_data[begin:end] for name, (begin, end) in self.table_bounds.items()}
+        return {name: self.table_data[begin:end] for name, (begin, end) in zip(TABLES, self.table_bounds)}
 
     @property
     def info(self) -> str:
@@ -309,16 +327,16 @@ def border_outputs(phases, stride: int, pad_begin: int, src: int, dst: int) -> n
     return flags
 
 
-def _tables(tables: dict, start: int = 0, bounds: dict | None = None) -> tuple[np.ndarray, dict]:
+def _tables(tables: dict, start: int = 0) -> tuple[np.ndarray, tuple]:
     """The int64 tables `tables` (name -> list or tuple of ints, or an int64 array: a long one taken as it is) as the
     table data that follows `start` entries of it (none: it begins with the leading 0 the empty tables all are,
-    (0, 1)), each followed by a 0 so that none is empty (the C side reads a pointer); and name -> (begin, end)
-    of each in the whole table data added to a copy of `bounds`."""
+    (0, 1)), each followed by a 0 so that none is empty (the C side reads a pointer); and the (begin, end) of
+    each in the whole table data, in the order of `tables`."""
     chunks: list = []
     flat_list = [] if start else [0]
     end = start + len(flat_list)
-    all_bounds = dict(bounds) if bounds else {}
-    for name, values in tables.items():
+    bounds = []
+    for values in tables.values():
         if len(values):
             begin = end
             if isinstance(values, np.ndarray) and len(values) > LONG_TABLE:
@@ -328,11 +346,11 @@ def _tables(tables: dict, start: int = 0, bounds: dict | None = None) -> tuple[n
                 flat_list += values.tolist() if isinstance(values, np.ndarray) else values
                 flat_list.append(0)
             end = begin + len(values) + 1
-            all_bounds[name] = begin, end
+            bounds.append((begin, end))
         else:
-            all_bounds[name] = EMPTY_TABLE
+            bounds.append(EMPTY_TABLE)
     data = np.array(flat_list, np.int64)
-    return (np.concatenate((*chunks, data)) if chunks else data), all_bounds
+    return (np.concatenate((*chunks, data)) if chunks else data), tuple(bounds)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -395,10 +413,12 @@ class PlanFamily(NamedTuple):
     elem: int                 # bytes a padded element (GEMM)
     tap_parts: tuple | np.ndarray   # (oz, oy, ox, plane) of each tap in table order: its source offset's parts
                                     # (more than LONG_TABLE taps: an int64 matrix, taps x 4, for one product)
-    table_data: np.ndarray    # the tables no size changes, then zeros for SIZED_TABLES (read-only int64; plan
-    table_bounds: dict        # fills a copy's SIZED_TABLES and appends the others)
+    table_data: np.ndarray    # FAMILY_TABLES: those no size changes, then zeros for SIZED_TABLES (read-only
+                              # int64; plan fills a copy's SIZED_TABLES and may append AMX_TABLES, BORDER_TABLES)
+    table_bounds: tuple       # (begin, end) of each of TABLES: AMX_TABLES and BORDER_TABLES empty
     sized_start: int          # where SIZED_TABLES begin in table_data
-    scalars: dict             # the C plan's values no size changes
+    scalars: dict             # the C plan's values no size changes (FAMILY_SCALARS)
+    scalar_values: tuple      # the same values in FAMILY_SCALARS' order
     packed_size: int
     pack_units: int
     weight_shape: tuple
@@ -458,18 +478,14 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
                             for ob in range(nblocks))
         weight_offsets, offset = weight_offsets_of(g, phase_taps, kpairs, block_units)
     packed_size = geo.dst_c * len(tap_parts) if planar else offset + 64
-    static_tables = {"phase_taps": phase_taps, "phase_tap0": phase_tap0, "tap_kz": tap_kz, "tap_ky": tap_ky,
-                     "tap_kx": tap_kx, "weight_offsets": weight_offsets}
-    if not amx:   # (plan fills them for AMX plans)
-        static_tables.update(dict.fromkeys(AMX_TABLES, ()))
-    if unpadded:  # (plan fills them for padded plans)
-        static_tables.update(dict.fromkeys(BORDER_TABLES, ()))
-    # last, zeros in the places of the tables whose lengths no size changes but whose values do (none empty):
-    # plan fills a copy
-    static_tables.update(zip(SIZED_TABLES, ([0] * len(tap_parts), [0] * stride[2], [0] * stride[2])))
-    table_data, table_bounds = _tables(static_tables)
+    # (last, zeros in the places of the tables whose lengths no size changes but whose values do, none empty:
+    # plan fills a copy)
+    values = (phase_taps, phase_tap0, tap_kz, tap_ky, tap_kx, weight_offsets, [0] * len(tap_parts), [0] * stride[2],
+              [0] * stride[2])
+    table_data, family_bounds = _tables(dict(zip(FAMILY_TABLES, values)))
     table_data.flags.writeable = False
-    sized_start = table_bounds[SIZED_TABLES[0]][0]
+    table_bounds = family_bounds + (EMPTY_TABLE,) * (len(AMX_TABLES) + len(BORDER_TABLES))
+    sized_start = family_bounds[FAMILY_TABLES.index(SIZED_TABLES[0])][0]
     scalars = {
         "impl": DEPTHWISE if planar else GEMM, "micro": micro, "wide_weights": wide, "src_bf16": int(src_bf16),
         "dst_bf16": int(geo.dst_type == DataType.BFLOAT16), "nhwc": int(nhwc), "direct": int(direct),
@@ -480,6 +496,7 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
         "pad_left": pad_begin[2], "cg_padded": cgp, "pixel_stride": cpt, "kpairs": kpairs, "block_width": width,
         "weight_strip": fp32_strip if micro == MICRO_FP32 else width, "nblocks": nblocks,
     }
+    scalar_values = tuple(scalars[name] for name in FAMILY_SCALARS)
     kz, ky, kx = kernel
     spatial_kernel = kernel[3 - geo.dims:]
     if nhwc:
@@ -504,7 +521,8 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
         tap_matrix.flags.writeable = False
     return PlanFamily(micro, planes_kernel, cgp, cpt, pix, direct, elem,
                       tap_parts if tap_matrix is None else tap_matrix, table_data, table_bounds, sized_start, scalars,
-                      packed_size, geo.dst_c if planar else g * kpairs, weight_shape, steps, src_dtypes, dst_dtypes)
+                      scalar_values, packed_size, geo.dst_c if planar else g * kpairs, weight_shape, steps, src_dtypes,
+                      dst_dtypes)
 
 
 def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibility: object, micro_bf16: bool,
@@ -632,14 +650,12 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
     else:
         table_data[at:] = [*tap_offsets, 0, *col_first, 0, *col_count, 0]
     table_bounds = family.table_bounds
-    tables: dict = {}
-    if amx:
-        tables.update(zip(AMX_TABLES, (unit_s0, unit_s1, unit_ob, run_unit0, seg_aoff, seg_doff, seg_m, seg_phase)))
-    if not unpadded:
-        tables.update(zip(BORDER_TABLES, (border_z, border_y, border_x)))
-    if tables:
-        plan_data, table_bounds = _tables(tables, len(table_data), table_bounds)
+    if amx or not unpadded:   # (both groups, empty or not: the last entries of TABLES)
+        appended = (unit_s0, unit_s1, unit_ob, run_unit0, seg_aoff, seg_doff, seg_m, seg_phase, border_z, border_y,
+                    border_x)
+        plan_data, plan_bounds = _tables(dict(zip(AMX_TABLES + BORDER_TABLES, appended)), len(table_data))
         table_data = np.concatenate((table_data, plan_data))
+        table_bounds = table_bounds[:len(FAMILY_TABLES)] + plan_bounds
     # channels first, not AMX: a task's run of consecutive output rows. The GEMM's: a row's last part-filled
     # store window waits for the next row of the run (16 rows at most, and >= 64 runs per image, group and
     # channel block); planar: bands of PLANAR_BAND rows, each plane's (so that a few output channels keep both
@@ -661,14 +677,9 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
     # store windows; channels last: micro-tiles stored from the registers; BF16 outputs gained nothing)
     stream = int(not (amx or planar) and geo.dst_type == DataType.FLOAT32 and
                  batch * math.prod(dst) * geo.dst_c * 4 >= STREAM_MIN)
-    scalars = {
-        **family.scalars, "buf_size": buf_size, "batch": batch, "src_d": src[0], "src_h": src[1], "src_w": src[2],
-        "dst_d": dst[0], "dst_h": dst[1], "dst_w": dst[2], "padded_d": dp, "padded_h": hp, "padded_w": wp,
-        "pad_low_z": plz, "pad_low_y": ply, "pad_low_x": plx,
-        "padded_image": dp * hp * wp * (geo.src_c if planar else cpt), "nrows": nrows, "nunits": len(unit_s0),
-        "amx_runs": amx_runs, "ntasks": ntasks, "row_run": row_run, "stream": stream,
-        "dst_image": math.prod(dst) * geo.dst_c, "pad_rows": pad_rows, "nborder_x": len(border_x),
-    }
+    sized_scalars = (buf_size, batch, *src, *dst, dp, hp, wp, plz, ply, plx,   # (SIZED_SCALARS' order)
+                     dp * hp * wp * (geo.src_c if planar else cpt), nrows, len(unit_s0), amx_runs, ntasks, row_run,
+                     stream, math.prod(dst) * geo.dst_c, pad_rows, len(border_x))
     spatial = geo.src[3 - geo.dims:], geo.dst[3 - geo.dims:]
     if nhwc:
         src_shape = (batch, *spatial[0], geo.src_c)
@@ -676,10 +687,10 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
     else:
         src_shape = (batch, geo.src_c, *spatial[0])
         dst_shape = (batch, geo.dst_c, *spatial[1])
-    return DeconvolutionPlan(None if conv is geo else conv, geo, batch, compat, scalars["impl"], family.micro,
-                             scalars, table_data, table_bounds, src_shape, dst_shape, family.src_dtypes,
-                             family.dst_dtypes, family.weight_shape, family.packed_size, family.pack_units,
-                             family.weight_steps)
+    return DeconvolutionPlan(None if conv is geo else conv, geo, batch, compat, family.scalars["impl"], family.micro,
+                             family.scalar_values, sized_scalars, table_data, table_bounds, src_shape, dst_shape,
+                             family.src_dtypes, family.dst_dtypes, family.weight_shape, family.packed_size,
+                             family.pack_units, family.weight_steps)
 
 
 def weight_array(weight: object, planned: DeconvolutionPlan) -> np.ndarray:

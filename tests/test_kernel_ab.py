@@ -23,3 +23,27 @@ def test_the_harness_reads_every_plan_field(amx):
     plan = planning.plan(1, planning.validate(conv), 0, True, amx, 64, lambda: True)
     assert set(plan.scalars) == scalars
     assert set(plan.tables) == tables
+
+
+PYX = os.path.join(os.path.dirname(MAIN), "..", "..", "synet", "_deconvolution.pyx")
+
+
+def test_the_extension_fills_the_c_plan_in_the_planners_order():
+    """_new_geometry unpacks a plan's value tuples and table bounds into synet_deconv_plan's fields by position:
+    its lists of fields are the planner's names in the planner's order."""
+    with open(PYX) as f:
+        text = f.read()
+
+    def fields(pattern):
+        block = re.search(pattern, text, re.S)
+        assert block is not None, pattern
+        return tuple(re.findall(r"&?p\.(\w+)", block.group(1)))
+
+    assert fields(r"\(([^()]*)\) = <tuple>planned\.family_scalars") == planning.FAMILY_SCALARS
+    assert fields(r"\(([^()]*)\) = <tuple>planned\.sized_scalars") == planning.SIZED_SCALARS
+    assert fields(r"fields\[:\] = \[([^\]]*)\]") == planning.TABLES
+    plan = planning.plan(2, planning.validate(synet.ConvParams.deconvolution(16, 5, 7, 8, 4, 2, 1)), 0, True, True,
+                         64, lambda: True)
+    assert len(plan.family_scalars) == len(planning.FAMILY_SCALARS)
+    assert len(plan.sized_scalars) == len(planning.SIZED_SCALARS)
+    assert len(plan.table_bounds) == len(planning.TABLES) == 20
