@@ -412,7 +412,7 @@ class PlanFamily(NamedTuple):
     direct: bool              # GEMM on the caller's channels-last BF16 source itself (no padded copy)
     elem: int                 # bytes a padded element (GEMM)
     tap_parts: tuple | np.ndarray   # (oz, oy, ox, plane) of each tap in table order: its source offset's parts
-                                    # (more than LONG_TABLE taps: an int64 matrix, taps x 4, for one product)
+                                    # (more than LONG_TABLE taps: a read-only int64 matrix, taps x 4)
     table_data: np.ndarray    # FAMILY_TABLES: those no size changes, then zeros for SIZED_TABLES (read-only
                               # int64; plan fills a copy's SIZED_TABLES and may append AMX_TABLES, BORDER_TABLES)
     table_bounds: tuple       # (begin, end) of each of TABLES: AMX_TABLES and BORDER_TABLES empty
@@ -458,14 +458,28 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
     # taps read neighbouring rows; tap-major, each tap over all the planes: 128 -> 3 at 32 x 32 1.12x slower,
     # 64 -> 3 at 64 x 64 the same), deconv_depthwise_pack's order
     planes = cg_in if planar and not depthwise else 1
-    if planes > 1:
+    ntaps = len(tap_oz) * planes
+    if ntaps > LONG_TABLE:   # by NumPy: a tap's parts an int64 matrix (1024 taps as tuples: 0.4 ms a new layer)
+        base_tap0 = np.array(phase_tap0, np.int64)
+        per_phase = np.diff(base_tap0)
+        entries = per_phase * planes
+        at = np.repeat(np.arange(len(entries)), entries)              # the phase of each entry
+        step = np.arange(ntaps) - (np.cumsum(entries) - entries)[at]  # its place in the phase
+        tap = base_tap0[at] + step % per_phase[at]                    # its tap of the phase_tap_lists
+        tap_parts = np.empty((ntaps, 4), np.int64)
+        tap_parts[:, :3] = np.array((tap_oz, tap_oy, tap_ox), np.int64)[:, tap].T
+        tap_parts[:, 3] = step // per_phase[at]                       # its plane
+        tap_parts.flags.writeable = False
+        tap_kz, tap_ky, tap_kx = np.array((tap_kz, tap_ky, tap_kx), np.int64)[:, tap]
+    elif planes > 1:
         order = [(t, c) for p0, p1 in zip(phase_tap0, phase_tap0[1:]) for c in range(planes) for t in range(p0, p1)]
         tap_parts = tuple((tap_oz[t], tap_oy[t], tap_ox[t], c) for t, c in order)
-        phase_taps = tuple(n * planes for n in phase_taps)
-        phase_tap0 = tuple(n * planes for n in phase_tap0)
         tap_kz, tap_ky, tap_kx = (tuple(taps[t] for t, _ in order) for taps in (tap_kz, tap_ky, tap_kx))
     else:
         tap_parts = tuple(zip(tap_oz, tap_oy, tap_ox, itertools.repeat(0)))
+    if planes > 1:
+        phase_taps = tuple(n * planes for n in phase_taps)
+        phase_tap0 = tuple(n * planes for n in phase_tap0)
     nblocks = (cg_out + width - 1) // width
     kpairs = len(tap_parts) if planar else cgp // 2
     # the FP32 micro-kernel's weights as float32 rows (no unpacking of BF16 pairs in its inner loop: D2, D3,
@@ -480,8 +494,8 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
     packed_size = geo.dst_c * len(tap_parts) if planar else offset + 64
     # (last, zeros in the places of the tables whose lengths no size changes but whose values do, none empty:
     # plan fills a copy)
-    values = (phase_taps, phase_tap0, tap_kz, tap_ky, tap_kx, weight_offsets, [0] * len(tap_parts), [0] * stride[2],
-              [0] * stride[2])
+    values = (phase_taps, phase_tap0, tap_kz, tap_ky, tap_kx, weight_offsets,
+              np.zeros(ntaps, np.int64) if ntaps > LONG_TABLE else [0] * ntaps, [0] * stride[2], [0] * stride[2])
     table_data, family_bounds = _tables(dict(zip(FAMILY_TABLES, values)))
     table_data.flags.writeable = False
     table_bounds = family_bounds + (EMPTY_TABLE,) * (len(AMX_TABLES) + len(BORDER_TABLES))
@@ -507,22 +521,9 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
         steps = (cg_out * kz * ky * kx, kz * ky * kx, ky * kx, kx, 1)
     src_dtypes = (BFLOAT16, UINT16) if src_bf16 else (FLOAT32,)
     dst_dtypes = (BFLOAT16, UINT16) if geo.dst_type == DataType.BFLOAT16 else (FLOAT32,)
-    tap_matrix = None
-    if len(tap_parts) > LONG_TABLE:   # from the phases' taps by NumPy (converting the tuples cost 100-150 us)
-        base_taps = np.array((tap_oz, tap_oy, tap_ox), np.int64)   # before the planes
-        base_tap0 = np.array(phase_tap0, np.int64) // planes
-        per_phase = np.diff(base_tap0)
-        entries = per_phase * planes
-        at = np.repeat(np.arange(len(entries)), entries)               # the phase of each entry
-        step = np.arange(len(tap_parts)) - (np.cumsum(entries) - entries)[at]
-        tap_matrix = np.empty((len(tap_parts), 4), np.int64)
-        tap_matrix[:, :3] = base_taps[:, base_tap0[at] + step % per_phase[at]].T
-        tap_matrix[:, 3] = step // per_phase[at]
-        tap_matrix.flags.writeable = False
-    return PlanFamily(micro, planes_kernel, cgp, cpt, pix, direct, elem,
-                      tap_parts if tap_matrix is None else tap_matrix, table_data, table_bounds, sized_start, scalars,
-                      scalar_values, packed_size, geo.dst_c if planar else g * kpairs, weight_shape, steps, src_dtypes,
-                      dst_dtypes)
+    return PlanFamily(micro, planes_kernel, cgp, cpt, pix, direct, elem, tap_parts, table_data, table_bounds,
+                      sized_start, scalars, scalar_values, packed_size, geo.dst_c if planar else g * kpairs,
+                      weight_shape, steps, src_dtypes, dst_dtypes)
 
 
 def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibility: object, micro_bf16: bool,
