@@ -459,6 +459,7 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
     # 64 -> 3 at 64 x 64 the same), deconv_depthwise_pack's order
     planes = cg_in if planar and not depthwise else 1
     ntaps = len(tap_oz) * planes
+    tap_parts: tuple | np.ndarray
     if ntaps > LONG_TABLE:   # by NumPy: a tap's parts an int64 matrix (1024 taps as tuples: 0.4 ms a new layer)
         base_tap0 = np.array(phase_tap0, np.int64)
         per_phase = np.diff(base_tap0)
