@@ -993,8 +993,8 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
 #if SYNET_AVX512
     const __m512i step = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                             _mm512_set1_epi32((int)co_step));
-    const __m512i exponent = _mm512_set1_epi32(0x7F80);
-    __mmask16 bad = 0;
+    const __m512i exponent = _mm512_set1_epi16(0x7F80);
+    __mmask32 bad = 0;
     if (co_step <= (1 << 26))
         for (; n < lanes; n += 16) {
             const __mmask16 m = synet_mask16(valid - n);
@@ -1005,13 +1005,11 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
             if (w1)
                 b = co_step == 1 ? _mm512_maskz_loadu_epi32(m, w1 + n)
                                  : _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, step, w1 + n * co_step, 4);
-            a = synet_bf16_nearest_x16(a);
-            b = synet_bf16_nearest_x16(b);
-            bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(a, exponent), exponent) |
-                   _mm512_cmpeq_epi32_mask(_mm512_and_si512(b, exponent), exponent);
-            _mm512_storeu_si512((void *)(row + 2 * n), _mm512_or_si512(a, _mm512_slli_epi32(b, 16)));
+            const __m512i pairs = synet_bf16_pairs_x16(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b));
+            bad |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(pairs, exponent), exponent);
+            _mm512_storeu_si512((void *)(row + 2 * n), pairs);
         }
-    nonfinite |= bad;
+    nonfinite |= bad != 0;
 #elif SYNET_AVX2
     const __m256i step = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)co_step));
     const __m256i exponent = _mm256_set1_epi32(0x7F80);
@@ -1083,9 +1081,9 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
                                 const float *w0, const float *w1, uint16_t *packed)
 {
     const synet_size phases = p->stride_z * p->stride_y * p->stride_x, taps = p->kernel_z * p->kernel_y * p->kernel_x;
-    const __m512i exponent = _mm512_set1_epi32(0x7F80);
+    const __m512i exponent = _mm512_set1_epi16(0x7F80);
     const __mmask16 tap_mask = synet_mask16(taps);
-    __mmask16 bad = 0;
+    __mmask32 bad = 0;
     __m512 r0[16], r1[16];
     uint16_t *rows[16];
     for (synet_size ob = 0; ob < p->nblocks; ++ob) {
@@ -1105,11 +1103,9 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
             if (w1)
                 synet_load_transposed16(w1 + (first + n) * w->co_step, w->co_step, nn, tap_mask, r1);
             for (synet_size t = 0; t < taps; ++t) {
-                const __m512i a = w0 ? synet_bf16_nearest_x16(_mm512_castps_si512(r0[t])) : _mm512_setzero_si512();
-                const __m512i b = w1 ? synet_bf16_nearest_x16(_mm512_castps_si512(r1[t])) : _mm512_setzero_si512();
-                bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(a, exponent), exponent) |
-                       _mm512_cmpeq_epi32_mask(_mm512_and_si512(b, exponent), exponent);
-                _mm512_storeu_si512((void *)(rows[t] + 2 * n), _mm512_or_si512(a, _mm512_slli_epi32(b, 16)));
+                const __m512i pairs = synet_bf16_pairs_x16(w0 ? r0[t] : _mm512_setzero_ps(), w1 ? r1[t] : _mm512_setzero_ps());
+                bad |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(pairs, exponent), exponent);
+                _mm512_storeu_si512((void *)(rows[t] + 2 * n), pairs);
             }
         }
         if (p->wide_weights)

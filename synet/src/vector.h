@@ -132,6 +132,22 @@ SYNET_INLINE __m256i synet_bf16_pack_x16(__m512 v)
 SYNET_INLINE __m256i synet_bf16_pack_x16(__m512 v) { return synet_bf16_pack_int_x16(v); }
 #endif
 
+/* 16 pairs of floats (a[i], b[i]) -> 32 bfloat16 (nearest-even, as synet_bf16_nearest), interleaved a0 b0 a1 b1
+   ...: one vcvtne2ps2bf16 and a vpermw where it rounds the same (weight packing: 0.6x the instructions), else
+   by integer operations */
+SYNET_INLINE __m512i synet_bf16_pairs_x16(__m512 a, __m512 b)
+{
+#if defined(__AVX512BF16__)
+    if (synet_bf16_convert_exact(a) && synet_bf16_convert_exact(b)) {
+        const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+                                                    22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        return _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(b, a)); /* (b high, a low) */
+    }
+#endif
+    return _mm512_or_si512(synet_bf16_nearest_x16(_mm512_castps_si512(a)),
+                           _mm512_slli_epi32(synet_bf16_nearest_x16(_mm512_castps_si512(b)), 16));
+}
+
 /* the first min(n, 16) lanes */
 SYNET_INLINE __mmask16 synet_mask16(int64_t n) { return (__mmask16)(n >= 16 ? 0xFFFFu : (1u << (n > 0 ? n : 0)) - 1); }
 
