@@ -453,6 +453,7 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
         elem = 4 if micro == MICRO_FP32 else 2
         direct = nhwc and src_bf16 and micro != MICRO_FP32 and cgp == cg_in and unpadded
     # taps per phase (rz, ry, rx), kz-major, with their offsets in the padded image and kernel positions
+    # (list comprehensions, not generators: compiled, a generator costs about 1 us)
     phase_taps, phase_tap0, tap_kz, tap_ky, tap_kx, tap_oz, tap_oy, tap_ox = phase_tap_lists(stride, dilation, kernel)
     # a planar plan: a phase's taps over each of the group's input planes in turn, plane-major (the plane's
     # taps read neighbouring rows; tap-major, each tap over all the planes: 128 -> 3 at 32 x 32 1.12x slower,
@@ -474,13 +475,13 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
         tap_kz, tap_ky, tap_kx = np.array((tap_kz, tap_ky, tap_kx), np.int64)[:, tap]
     elif planes > 1:
         order = [(t, c) for p0, p1 in zip(phase_tap0, phase_tap0[1:]) for c in range(planes) for t in range(p0, p1)]
-        tap_parts = tuple((tap_oz[t], tap_oy[t], tap_ox[t], c) for t, c in order)
-        tap_kz, tap_ky, tap_kx = (tuple(taps[t] for t, _ in order) for taps in (tap_kz, tap_ky, tap_kx))
+        tap_parts = tuple([(tap_oz[t], tap_oy[t], tap_ox[t], c) for t, c in order])
+        tap_kz, tap_ky, tap_kx = [tuple([taps[t] for t, _ in order]) for taps in (tap_kz, tap_ky, tap_kx)]
     else:
         tap_parts = tuple(zip(tap_oz, tap_oy, tap_ox, itertools.repeat(0)))
     if planes > 1:
-        phase_taps = tuple(n * planes for n in phase_taps)
-        phase_tap0 = tuple(n * planes for n in phase_tap0)
+        phase_taps = tuple([n * planes for n in phase_taps])
+        phase_tap0 = tuple([n * planes for n in phase_tap0])
     nblocks = (cg_out + width - 1) // width
     kpairs = len(tap_parts) if planar else cgp // 2
     # the FP32 micro-kernel's weights as float32 rows (no unpacking of BF16 pairs in its inner loop: D2, D3,
@@ -489,8 +490,8 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
     wide = int(micro == MICRO_FP32 and not planar and len(tap_parts) * kpairs * min(width, cg_out) * 8 <= WIDE_MAX)
     weight_offsets: tuple = ()
     if not planar:   # per group, phase and channel block (of `lanes` channels, whole vectors)
-        block_units = tuple(row_units(wide, (min(width, cg_out - ob * width) + 15) // 16 * 16)
-                            for ob in range(nblocks))
+        block_units = tuple([row_units(wide, (min(width, cg_out - ob * width) + 15) // 16 * 16)
+                             for ob in range(nblocks)])
         weight_offsets, offset = weight_offsets_of(g, phase_taps, kpairs, block_units)
     packed_size = geo.dst_c * len(tap_parts) if planar else offset + 64
     # (last, zeros in the places of the tables whose lengths no size changes but whose values do, none empty:
@@ -511,7 +512,7 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
         "pad_left": pad_begin[2], "cg_padded": cgp, "pixel_stride": cpt, "kpairs": kpairs, "block_width": width,
         "weight_strip": fp32_strip if micro == MICRO_FP32 else width, "nblocks": nblocks,
     }
-    scalar_values = tuple(scalars[name] for name in FAMILY_SCALARS)
+    scalar_values = tuple([scalars[name] for name in FAMILY_SCALARS])
     kz, ky, kx = kernel
     spatial_kernel = kernel[3 - geo.dims:]
     if nhwc:
