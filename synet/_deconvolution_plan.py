@@ -79,6 +79,7 @@ PLANAR_MAX_IN_PAIRED = {8: {1: 32, 2: 16, 3: 8, 4: 8, **dict.fromkeys(range(5, 9
 PAIRED_BLOCKS_MIN = 96
 PLANAR_BAND = 16    # output rows of a planar plane's task
 PLANAR_OUT_MAX = 4  # output channels a planar task sums at once (a group's in blocks: SYNET_PLANAR_OUT_MAX)
+PACK_CHANNELS = 16  # output channels a depthwise / planar weight packing unit rounds (SYNET_PACK_CHANNELS)
 MAX_PLAN = 1 << 24  # table entries (phases x taps, rows, columns) a geometry may need
 STREAM_MIN = 4 << 20  # output bytes from which whole lines of it bypass the caches
 WIDE_MAX = 512 << 10  # bytes of one channel block's float32 weights up to which the FP32 micro-kernel gets them
@@ -161,7 +162,7 @@ class DeconvolutionPlan(NamedTuple):
     dst_dtypes: tuple
     weight_shape: tuple       # the caller's weight layout
     packed_size: int          # GEMM: uint16 elements of packed weights; depthwise / planar: float32 entries
-    pack_units: int           # GEMM: group * kpairs; depthwise / planar: dst_c
+    pack_units: int           # GEMM: group * kpairs; depthwise / planar: dst_c / PACK_CHANNELS, rounded up
     weight_steps: tuple       # (ci, co, kz, ky, kx) element steps of the caller's weight layout
 
     @property
@@ -524,7 +525,8 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
     src_dtypes = (BFLOAT16, UINT16) if src_bf16 else (FLOAT32,)
     dst_dtypes = (BFLOAT16, UINT16) if geo.dst_type == DataType.BFLOAT16 else (FLOAT32,)
     return PlanFamily(micro, planes_kernel, cgp, cpt, pix, direct, elem, tap_parts, table_data, table_bounds,
-                      sized_start, scalars, scalar_values, packed_size, geo.dst_c if planar else g * kpairs,
+                      sized_start, scalars, scalar_values, packed_size,
+                      -(-geo.dst_c // PACK_CHANNELS) if planar else g * kpairs,
                       weight_shape, steps, src_dtypes, dst_dtypes)
 
 

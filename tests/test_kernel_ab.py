@@ -47,3 +47,13 @@ def test_the_extension_fills_the_c_plan_in_the_planners_order():
     assert len(plan.family_scalars) == len(planning.FAMILY_SCALARS)
     assert len(plan.sized_scalars) == len(planning.SIZED_SCALARS)
     assert len(plan.table_bounds) == len(planning.TABLES) == 20
+
+
+def test_the_planner_mirrors_the_c_constants():
+    """Constants both the planner and the kernels use: deconvolution.h's values."""
+    with open(os.path.join(os.path.dirname(PYX), "src", "deconvolution.h")) as f:
+        text = f.read()
+    for c_name, value in (("SYNET_PACK_CHANNELS", planning.PACK_CHANNELS),
+                          ("SYNET_PLANAR_OUT_MAX", planning.PLANAR_OUT_MAX)):
+        defined = re.search(rf"#define {c_name} (\d+)", text)
+        assert defined is not None and int(defined.group(1)) == value, c_name

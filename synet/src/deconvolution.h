@@ -20,6 +20,7 @@ enum { SYNET_MICRO_FP32 = 0, SYNET_MICRO_BF16 = 1, SYNET_MICRO_AMX = 2 };
 
 #define SYNET_DECONV_BLOCK 64 /* output channels per packed weight block (32 with AMX) */
 #define SYNET_PLANAR_OUT_MAX 4 /* output channels a planar (DEPTHWISE) task sums at once: a group's in blocks */
+#define SYNET_PACK_CHANNELS 16 /* output channels a DEPTHWISE plan's weight packing unit rounds (pack_units) */
 
 typedef struct synet_deconv_plan {
     int impl;        /* SYNET_DECONV_GEMM or SYNET_DECONV_DEPTHWISE */

@@ -941,28 +941,36 @@ static void depthwise_band_channels_last(const synet_deconv_plan *p, const float
 }
 
 
-/* Depthwise (or planar) unit: output channel c's rounded FP32 weights by tap, [c][tap] (NCHW) or [tap][c]
-   (NHWC); a planar plan's phase runs its taps over each of the group's input planes in turn (phase_taps /
-   cg_in taps a plane). */
-int deconv_depthwise_pack(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size c, float *table)
+/* Depthwise (or planar) unit u: output channels u * SYNET_PACK_CHANNELS .. (to dst_c), each one's rounded FP32
+   weights by tap, [c][tap] (NCHW) or [tap][c] (NHWC); a planar plan's phase runs its taps over each of the
+   group's input planes in turn (phase_taps / cg_in taps a plane). A kernel position's weight offset is worked
+   out once for the unit's channels (with one channel a unit, D4's 1024 weights took 2x the time) */
+int deconv_depthwise_pack(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size u, float *table)
 {
     int nonfinite = 0;
-    const synet_size first = c / p->cg_out * p->cg_in, co = c % p->cg_out, cg_in = p->cg_in;
-    const synet_size phases = p->stride_z * p->stride_y * p->stride_x;
-    /* tap t of the table at out[t * out_step] (channels last: taps src_c apart) */
-    const synet_size out_step = channels_last_kernel(p) ? p->src_c : 1;
-    float *out = table + (channels_last_kernel(p) ? c : c * p->kpairs);
+    const synet_size c0 = u * SYNET_PACK_CHANNELS, n = SYNET_MIN((synet_size)SYNET_PACK_CHANNELS, p->dst_c - c0);
+    const synet_size cg_in = p->cg_in, phases = p->stride_z * p->stride_y * p->stride_x;
+    /* channel c0 + j's weights from w->w + base[j], its tap t at table[(c0 + j) * c_step + t * t_step] */
+    synet_size base[SYNET_PACK_CHANNELS];
+    for (synet_size j = 0; j < n; ++j)
+        base[j] = (c0 + j) / p->cg_out * cg_in * w->ci_step + (c0 + j) % p->cg_out * w->co_step;
+    const int last = channels_last_kernel(p);
+    const synet_size c_step = last ? 1 : p->kpairs, t_step = last ? p->src_c : 1;
+    float *out = table + c0 * c_step;
     for (synet_size phase = 0; phase < phases; ++phase) {
         /* the phase's taps run over the group's planes in turn, per taps a plane, the same kernel positions in
            every plane: one weight offset a position, its planes ci_step apart in w, per apart in the table */
         const synet_size per = p->phase_taps[phase] / cg_in, t0 = p->phase_tap0[phase];
-        for (synet_size u = 0; u < per; ++u) {
-            const float *from = w->w + first * w->ci_step + co * w->co_step + tap_step(p, w, t0 + u);
-            float *to = out + (t0 + u) * out_step;
-            for (synet_size k = 0; k < cg_in; ++k) {
-                const uint16_t h = synet_bf16_from_float(from[k * w->ci_step]);
-                nonfinite |= (h & 0x7F80) == 0x7F80;
-                to[k * per * out_step] = synet_bf16_to_float(h);
+        for (synet_size i = 0; i < per; ++i) {
+            const float *at = w->w + tap_step(p, w, t0 + i);
+            for (synet_size j = 0; j < n; ++j) {
+                const float *from = at + base[j];
+                float *to = out + j * c_step + (t0 + i) * t_step;
+                for (synet_size k = 0; k < cg_in; ++k) {
+                    const uint16_t h = synet_bf16_from_float(from[k * w->ci_step]);
+                    nonfinite |= (h & 0x7F80) == 0x7F80;
+                    to[k * per * t_step] = synet_bf16_to_float(h);
+                }
             }
         }
     }
