@@ -54,6 +54,7 @@ cdef enum:
     PARALLEL_MIN = 1 << 18       # multiply-adds below which a call runs on one thread
     PACK_PARALLEL_MIN = 1 << 18  # packed weight elements below which packing runs on one thread
     NOGIL_MIN = 1 << 14          # multiply-adds below which a call keeps the GIL
+    PLAN_TABLES = 20             # synet_deconv_plan's tables (planning.TABLES)
 
 _FLOAT32 = np.dtype(np.float32)
 _UINT8 = np.dtype(np.uint8)
@@ -218,13 +219,13 @@ cdef _Geometry _new_geometry(planned):
      p.stream, p.dst_image, p.pad_rows, p.nborder_x) = <tuple>planned.sized_scalars
     cdef const int64_t* tables = <const int64_t*>data_of(geo.table_data)
     cdef tuple bounds = planned.table_bounds
-    cdef const int64_t** fields[20]
+    cdef const int64_t** fields[PLAN_TABLES]
     fields[:] = [&p.phase_taps, &p.phase_tap0, &p.tap_kz, &p.tap_ky, &p.tap_kx, &p.weight_offsets, &p.tap_offsets,
                  &p.col_first, &p.col_count, &p.unit_s0, &p.unit_s1, &p.unit_ob, &p.run_unit0, &p.seg_aoff,
                  &p.seg_doff, &p.seg_m, &p.seg_phase, &p.border_z, &p.border_y, &p.border_x]
-    if len(bounds) != 20:
-        raise InternalError(f"deconvolution plan: {len(bounds)} tables, expected 20 (a bug in synet)")
-    for i in range(20):
+    if len(bounds) != PLAN_TABLES:
+        raise InternalError(f"deconvolution plan: {len(bounds)} tables, expected {PLAN_TABLES} (a bug in synet)")
+    for i in range(PLAN_TABLES):
         fields[i][0] = tables + <Py_ssize_t>(<tuple>bounds[i])[0]
     p.bias = p.params = p.depthwise = p.exact_weights = NULL
     p.weights = NULL

@@ -454,11 +454,11 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
         elem = 4 if micro == MICRO_FP32 else 2
         direct = nhwc and src_bf16 and micro != MICRO_FP32 and cgp == cg_in and unpadded
     # taps per phase (rz, ry, rx), kz-major, with their offsets in the padded image and kernel positions
-    # (list comprehensions, not generators: compiled, a generator costs about 1 us)
     phase_taps, phase_tap0, tap_kz, tap_ky, tap_kx, tap_oz, tap_oy, tap_ox = phase_tap_lists(stride, dilation, kernel)
     # a planar plan: a phase's taps over each of the group's input planes in turn, plane-major (the plane's
     # taps read neighbouring rows; tap-major, each tap over all the planes: 128 -> 3 at 32 x 32 1.12x slower,
-    # 64 -> 3 at 64 x 64 the same), deconv_depthwise_pack's order
+    # 64 -> 3 at 64 x 64 the same), deconv_depthwise_pack's order (list comprehensions, not generators: compiled,
+    # a generator costs about 1 us)
     planes = cg_in if planar and not depthwise else 1
     ntaps = len(tap_oz) * planes
     tap_parts: tuple | np.ndarray
