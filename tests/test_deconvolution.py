@@ -227,11 +227,14 @@ def test_nchw_windows_carried_and_streamed(hw, kernel, stride, pads, cg_out, dst
     ((64, 90), 2, 2, 0, 48, 1, Activation.IDENTITY, ()),            # 48 channels: a call of 32, one of 16
     ((64, 64), 4, 2, 1, 32, 2, Activation.RELU, ()),                # groups, borders
     ((82, 82), 3, 2, 1, 40, 1, Activation.IDENTITY, ()),            # no whole blocks: the tile buffer
+    ((64, 64), 2, 2, 0, 120, 1, Activation.IDENTITY, ()),           # a pixel of part lines: plain stores
+    ((64, 64), 2, 2, 0, 72, 2, Activation.RELU, ()),                # the second group's block starts mid-line
 ])
 def test_nhwc_tiles_streamed(hw, kernel, stride, pads, cg_out, groups, act, bad):
     """Channels last, an FP32 output of 4 MiB or more: the micro-kernel's stores to dst bypass the caches
-    when dst starts on a cache line. dst at every offset into a line, guards around it, 1 and 2 threads: the
-    same bits as the reference-checked run."""
+    where each is a whole cache line (dst's block on a line, a pixel of whole lines; a channel count of 120
+    streamed to unaligned addresses and crashed). dst at every offset into a line, guards around it, 1 and 2
+    threads: the same bits as the reference-checked run."""
     d, xs, y = run_case("NHWC", 1, 8, cg_out, groups, hw, (kernel, kernel), (stride, stride), (1, 1), pads,
                         False, False, act, True, 5000 + cg_out, bad_weights=bad)
     assert y.nbytes >= 4 << 20
