@@ -590,6 +590,27 @@ def test_saturation_huge_scales_int8():
     assert quantized_add(a, b, a_scale=100.0, b_scale=100.0).tolist() == [0, 0, 0, 0, 255]
 
 
+@pytest.mark.parametrize("n", [64, 200, 1027])
+@pytest.mark.parametrize("act", [Activation.IDENTITY, Activation.RELU], ids=lambda a: a.name)
+def test_float32_outputs_keep_nan_and_negative_zero(act, n):
+    """A float32 output of IDENTITY / RELU runs in one pass of vectors (then the generic tail): the sum as
+    it is, RELU as synet_act_relu (x < 0 ? 0 : x), so NaN and -0 pass through, bit for bit, 1 and 2 threads."""
+    values = np.array([np.nan, -0.0, 0.0, -1.5, 2.25, -np.inf, np.inf, 1e-45, -1e-45, 3e38], np.float32)
+    a = np.resize(values, n)
+    b = np.full(n, -0.0, np.float32)   # -0 + -0 is -0; x + -0 is x
+    total = a + b
+    expected = np.where(total < 0, np.float32(0), total) if act == Activation.RELU else total
+    bytes_u8 = np.arange(n, dtype=np.uint8)
+    expected_u8 = (bytes_u8.astype(np.float32) - 7) * np.float32(0.5) + b   # exact: multiples of 0.5
+    expected_u8 = np.where(expected_u8 < 0, np.float32(0), expected_u8) if act == Activation.RELU else expected_u8
+    for threads in (1, 2):
+        got = quantized_add(a, b, dst_dtype=np.float32, activation=act, n_threads=threads)
+        assert got.view(np.uint32).tolist() == expected.view(np.uint32).tolist()
+        got = quantized_add(bytes_u8, b, a_scale=0.5, a_zero=7, dst_dtype=np.float32, activation=act,
+                            n_threads=threads)
+        assert got.view(np.uint32).tolist() == expected_u8.astype(np.float32).view(np.uint32).tolist()
+
+
 # ---------------------------------------------------------------------------------------------
 # Broadcasting, in-place
 

@@ -395,18 +395,21 @@ SYNET_INLINE fvec fused_deq(const void *x, const int type, fvec high, fvec low, 
     return I(fmadd_ps)(d, high, I(mul_ps)(d, low));
 }
 
-/* The generic kernel with float32 values (plan.float_values), IDENTITY or RELU and a 1-byte output, in
-   one pass of vectors: VALUES, synet_act_relu and QUANTIZE's operations in their order (max(0, v) keeps
+/* The generic kernel with float32 values (plan.float_values), IDENTITY or RELU, in one pass of vectors:
+   VALUES, synet_act_relu and, for a 1-byte output, QUANTIZE's operations in their order (max(0, v) keeps
    NaN and -0 as synet_act_relu does; max / min clamp as clamp_round does, NaN to lo; vcvtps2dq rounds half
    to even like rintf), so the same bits, without the float32 scratch and its three passes (Q5, f32 + u8 ->
    u8: 0.090 -> 0.065 ms at AVX-512, 0.167 -> 0.120 ms at AVX2; the compiler's vectorisation of the same
-   loop in C widened and packed through 16-bit words and ran 1.16x slower than the passes). Outputs in
-   steps of 4 vectors; returns how many it did. ca / cb: a scalar operand's value. */
-SYNET_INLINE synet_size fused_loop(const char *a, const char *b, uint8_t *dst, synet_size n,
-                                   const synet_qadd_consts *k, const int ta, const int tb, const int sign,
-                                   const int a_scalar, const int b_scalar, const int relu, float ca, float cb)
+   loop in C widened and packed through 16-bit words and ran 1.16x slower than the passes). A float32
+   output (`out` SYNET_QADD_F32) takes the values as they are: the compiler's vectorisation of VALUES widened
+   each operand's bytes through 16-bit words by cross-lane shuffles. Outputs in steps of 4 vectors; returns
+   how many it did. ca / cb: a scalar operand's value. */
+SYNET_INLINE synet_size fused_loop(const char *a, const char *b, void *dst, synet_size n, const synet_qadd_consts *k,
+                                   const int ta, const int tb, const int out, const int a_scalar,
+                                   const int b_scalar, const int relu, float ca, float cb)
 {
     const synet_size ea = type_size(ta), eb = type_size(tb), lanes = sizeof(fvec) / 4;
+    const int sign = out == SYNET_QADD_I8;
     const fvec ha = I(set1_ps)(k->fa_scale), la = I(set1_ps)(k->fa_scale_low);
     const fvec hb = I(set1_ps)(k->fb_scale), lb = I(set1_ps)(k->fb_scale_low);
     const ivec za = I(set1_epi32)(k->a_zero), zb = I(set1_epi32)(k->b_zero);
@@ -428,44 +431,49 @@ SYNET_INLINE synet_size fused_loop(const char *a, const char *b, uint8_t *dst, s
             fvec v = I(add_ps)(x, y);
             if (relu)
                 v = I(max_ps)(zero, v);
+            if (out == SYNET_QADD_F32) {
+                I(storeu_ps)((float *)dst + o, v);
+                continue;
+            }
             const fvec q = I(fmadd_ps)(I(mul_ps)(v, pre), inv, zq);
             d[r] = I(cvtps_epi32)(I(min_ps)(I(max_ps)(q, lo), hi));
         }
+        if (out == SYNET_QADD_F32)
+            continue;
         const ivec w0 = I(packs_epi32)(d[0], d[1]), w1 = I(packs_epi32)(d[2], d[3]);
         const ivec bytes = sign ? I(packs_epi16)(w0, w1) : I(packus_epi16)(w0, w1);
 #if SYNET_AVX512
-        VSTOREU(dst + i, _mm512_permutexvar_epi32(order, bytes));
+        VSTOREU((uint8_t *)dst + i, _mm512_permutexvar_epi32(order, bytes));
 #else
-        VSTOREU(dst + i, _mm256_permutevar8x32_epi32(bytes, order));
+        VSTOREU((uint8_t *)dst + i, _mm256_permutevar8x32_epi32(bytes, order));
 #endif
     }
     return i;
 }
-#define FUSED_CASE(TA, TB, SIGN)                                                                               \
-    case (TA * 4 + TB) * 2 + SIGN:                                                                             \
-        return fused_loop(a, b, dst, n, k, TA, TB, SIGN, p->a_scalar, p->b_scalar, relu, ca, cb);
+#define FUSED_CASE(TA, TB, OUT)                                                                                \
+    case (TA * 4 + TB) * 4 + OUT:                                                                              \
+        return fused_loop(a, b, dst, n, k, TA, TB, OUT, p->a_scalar, p->b_scalar, relu, ca, cb);
+#define FUSED_CASES(TA, TB) FUSED_CASE(TA, TB, SYNET_QADD_U8) FUSED_CASE(TA, TB, SYNET_QADD_I8) \
+    FUSED_CASE(TA, TB, SYNET_QADD_F32)
 /* fused_loop for the plan's types, or 0 outputs where it does not apply */
 static synet_size fused_row(const synet_qadd_plan *p, const synet_qadd_consts *k, const char *a, const char *b,
-                            uint8_t *dst, synet_size n)
+                            void *dst, synet_size n)
 {
     const int relu = p->act == SYNET_ACT_RELU;
-    if (!p->float_values || (p->act != SYNET_ACT_IDENTITY && !relu) || p->dst_type == SYNET_QADD_F32 || n <= 0)
+    if (!p->float_values || (p->act != SYNET_ACT_IDENTITY && !relu) || n <= 0)
         return 0;
     const float ca = p->a_scalar ? deq_float(a, p->a_type, k->fa_scale, k->fa_scale_low, k->a_zero) : 0.0f;
     const float cb = p->b_scalar ? deq_float(b, p->b_type, k->fb_scale, k->fb_scale_low, k->b_zero) : 0.0f;
-    switch ((p->a_type * 4 + p->b_type) * 2 + (p->dst_type == SYNET_QADD_I8)) {
-        FUSED_CASE(SYNET_QADD_F32, SYNET_QADD_U8, 0) FUSED_CASE(SYNET_QADD_F32, SYNET_QADD_U8, 1)
-        FUSED_CASE(SYNET_QADD_F32, SYNET_QADD_I8, 0) FUSED_CASE(SYNET_QADD_F32, SYNET_QADD_I8, 1)
-        FUSED_CASE(SYNET_QADD_U8, SYNET_QADD_F32, 0) FUSED_CASE(SYNET_QADD_U8, SYNET_QADD_F32, 1)
-        FUSED_CASE(SYNET_QADD_I8, SYNET_QADD_F32, 0) FUSED_CASE(SYNET_QADD_I8, SYNET_QADD_F32, 1)
-        FUSED_CASE(SYNET_QADD_F32, SYNET_QADD_F32, 0) FUSED_CASE(SYNET_QADD_F32, SYNET_QADD_F32, 1)
-        FUSED_CASE(SYNET_QADD_U8, SYNET_QADD_U8, 0) FUSED_CASE(SYNET_QADD_U8, SYNET_QADD_U8, 1)
-        FUSED_CASE(SYNET_QADD_U8, SYNET_QADD_I8, 0) FUSED_CASE(SYNET_QADD_U8, SYNET_QADD_I8, 1)
-        FUSED_CASE(SYNET_QADD_I8, SYNET_QADD_U8, 0) FUSED_CASE(SYNET_QADD_I8, SYNET_QADD_U8, 1)
-        FUSED_CASE(SYNET_QADD_I8, SYNET_QADD_I8, 0) FUSED_CASE(SYNET_QADD_I8, SYNET_QADD_I8, 1)
+    switch ((p->a_type * 4 + p->b_type) * 4 + p->dst_type) {
+        FUSED_CASES(SYNET_QADD_F32, SYNET_QADD_U8) FUSED_CASES(SYNET_QADD_F32, SYNET_QADD_I8)
+        FUSED_CASES(SYNET_QADD_U8, SYNET_QADD_F32) FUSED_CASES(SYNET_QADD_I8, SYNET_QADD_F32)
+        FUSED_CASES(SYNET_QADD_F32, SYNET_QADD_F32) FUSED_CASES(SYNET_QADD_U8, SYNET_QADD_U8)
+        FUSED_CASES(SYNET_QADD_U8, SYNET_QADD_I8) FUSED_CASES(SYNET_QADD_I8, SYNET_QADD_U8)
+        FUSED_CASES(SYNET_QADD_I8, SYNET_QADD_I8)
     }
     return 0;
 }
+#undef FUSED_CASES
 #undef FUSED_CASE
 #undef I
 #undef VLOADU
@@ -476,7 +484,7 @@ static synet_size fused_row(const synet_qadd_plan *p, const synet_qadd_consts *k
 
 #if !(SYNET_AVX512 || SYNET_AVX2)
 static synet_size fused_row(const synet_qadd_plan *p, const synet_qadd_consts *k, const char *a, const char *b,
-                            uint8_t *dst, synet_size n)
+                            void *dst, synet_size n)
 {
     (void)p, (void)k, (void)a, (void)b, (void)dst, (void)n;
     return 0;
@@ -807,7 +815,7 @@ static void run_kernel(const synet_qadd_plan *p, const synet_qadd_consts *k, con
         lut_row(p, (const uint8_t *)a, (const uint8_t *)b, (uint8_t *)dst, n, mode);
         return;
     }
-    const synet_size done = fused_row(p, k, a, b, (uint8_t *)dst, n); /* then the rest */
+    const synet_size done = fused_row(p, k, a, b, dst, n); /* then the rest */
     if (done < n)
         GENERIC_ROWS[type_slot(p->a_type)][type_slot(p->b_type)][type_slot(p->dst_type)](
             p, k, p->a_scalar ? a : a + done * type_size(p->a_type),
