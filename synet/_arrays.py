@@ -36,6 +36,19 @@ def empty_huge(dtype: npt.DTypeLike, shape: tuple[int, ...]) -> np.ndarray:
     return np.frombuffer(region, descr, count, offset).reshape(shape)
 
 
+def native(array: np.ndarray) -> np.ndarray:
+    """`array` with its dtype in the machine's byte order: itself, or a copy when it is byte-swapped (the
+    kernels read their arrays' bytes as native numbers)."""
+    return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
+
+
+def round_from_float64(array: np.ndarray) -> np.ndarray:
+    """Real numbers other than float32 and bfloat16 as C-ordered float32 values that bfloat16 holds, rounded
+    once from float64 (through float32 first, values between two of float32's would round twice)."""
+    from ._kernels import round_to_bfloat16
+    return round_to_bfloat16(np.asarray(array, np.float64, order="C"))
+
+
 def memory_order(x: np.ndarray) -> tuple[int, ...] | None:
     """The order of the axes in which `x` (2-D or more) lies densely in memory with positive strides:
     ``x.transpose(order)`` is C-contiguous (a transposed or Fortran-ordered array); None if it lies otherwise."""

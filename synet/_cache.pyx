@@ -112,11 +112,13 @@ def clear() -> None:
 
 def key_of(value: object) -> object:
     """A hashable key of a parameter value that tells apart what validation tells apart: scalars with
-    their type (True, 1 and 1.0 differ), arrays and sequences by their contents. TypeError for a
-    value it cannot key (the call then plans without the cache)."""
+    their type (True, 1 and 1.0 differ; floats by their bits, so -0.0 and 0.0 too), arrays and sequences by
+    their contents. TypeError for a value it cannot key (the call then plans without the cache)."""
     if isinstance(value, np.ndarray):
         return ("ndarray", value.dtype.str, value.shape, value.tobytes())
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, tuple(key_of(v) for v in value))
+    if isinstance(value, (float, np.floating)):   # by its bits: -0.0 == 0.0, but a slope of -0.0 gives -0
+        return (type(value), float(value).hex())
     hash(value)
     return (type(value), value)

@@ -37,7 +37,8 @@ import numpy as np
 
 from . import _cache
 from . import _deconvolution_plan as planning
-from ._arrays import UINT16, InternalError, check_buffer, check_out, internal_error, require_array
+from ._arrays import (UINT16, InternalError, check_buffer, check_out, internal_error, native, require_array,
+                      round_from_float64)
 from ._conv_params import ConvParams, ConvParams3d
 from ._types import BFLOAT16, DataType
 
@@ -455,7 +456,8 @@ cdef class Deconvolution16b:
         ----------
         weight : array_like of float
             srcC·kY·kX·dstC/group values: NCHW ``[srcC, dstC/group, kY, kX]`` (PyTorch's layout) or
-            NHWC ``[srcC, kY, kX, dstC/group]``.
+            NHWC ``[srcC, kY, kX, dstC/group]``. float32 or bfloat16 (uint16: raw bits); other reals are
+            rounded to bfloat16 once, from float64.
         bias : array_like of float, optional
             dstC values; zeros when None.
         params : array_like of float, optional
@@ -596,15 +598,22 @@ _CALLS_MAX = 1024
 
 
 def _as_operand(x, str name):
-    """x as an array of float32 or bfloat16 (uint16: raw BF16 bits); other reals become float32."""
-    array = np.asarray(x)
+    """x as an array of float32 or bfloat16 (uint16: raw BF16 bits), in the machine's byte order; other reals
+    become float32 values that bfloat16 holds, rounded once from float64 (as the kernel rounds float32)."""
+    array = native(np.asarray(x))
     if array.dtype == _FLOAT32 or array.dtype == BFLOAT16:
         return array
     if array.dtype == UINT16:
         return array.view(BFLOAT16)
     if array.dtype.kind in "biuf":
-        return array.astype(np.float32)
+        return round_from_float64(array)
     raise ValueError(f"{name}: expected real numbers (float32, bfloat16, float64, ...), got dtype {array.dtype}")
+
+
+cdef dict _inputs(x, bias):
+    """The functional form's arrays its `out` must not overlap, by name (the bias is read as the kernels
+    store: an out over it gave other sums)."""
+    return {"x": x} if bias is None else {"x": x, "bias": bias}
 
 
 cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_padding, groups, dilation, layout,
@@ -657,7 +666,7 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
             planned = _plan(n, conv, 0)
             if kind == "bias":   # the zero source and weights of a 1x1 deconvolution give act(bias)
                 if out is not None:
-                    out = check_out(out, shape, dst_dtypes, {"x": x})
+                    out = check_out(out, shape, dst_dtypes, _inputs(x, bias))
                 geo = _new_geometry(planned)
                 w = np.zeros(planned.weight_shape, np.float32)
                 x = np.zeros(planned.src_shape, np.float32)
@@ -672,8 +681,9 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
     if out is not None and not (
             cnp.PyArray_Check(out) and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x) and
             is_output(out, dst_dtypes[0], dst_dtypes[len(dst_dtypes) - 1], cnp.PyArray_SIZE(<cnp.ndarray>out)) and
-            out.shape == shape and not overlaps(out, x)):
-        out = check_out(out, shape, dst_dtypes, {"x": x})   # raises the message
+            out.shape == shape and not overlaps(out, x) and
+            not (cnp.PyArray_Check(bias) and overlaps(out, bias))):
+        out = check_out(out, shape, dst_dtypes, _inputs(x, bias))   # raises the message
     if geometry is None:   # an empty batch or output: the right shape, no kernel
         return out if out is not None else np.empty(shape, dst_dtypes[0])
     geo = <_Geometry>geometry
@@ -695,7 +705,7 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     ----------
     x : array_like
         NCHW [N, C_in, H, W] (or [C_in, H, W]); with ``layout="NHWC"`` [N, H, W, C_in] (or [H, W, C_in]).
-        float32 or bfloat16 (ml_dtypes, or uint16 raw bits); other real dtypes become float32.
+        float32 or bfloat16 (ml_dtypes, or uint16 raw bits); other reals are rounded to bfloat16 once, from float64.
         N may be 0 (an empty result).
     weight : array_like
         NCHW: [C_in, C_out/groups, kH, kW] (PyTorch's); NHWC: [C_in, kH, kW, C_out/groups].
@@ -747,7 +757,7 @@ def conv_transpose1d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     ----------
     x : array_like
         NCL [N, C_in, L] (or [C_in, L]); with ``layout="NLC"`` [N, L, C_in] (or [L, C_in]).
-        float32 or bfloat16 (ml_dtypes, or uint16 raw bits); other real dtypes become float32.
+        float32 or bfloat16 (ml_dtypes, or uint16 raw bits); other reals are rounded to bfloat16 once, from float64.
     weight : array_like
         NCL: [C_in, C_out/groups, kL] (PyTorch's); NLC: [C_in, kL, C_out/groups].
     bias : array_like of C_out, optional
@@ -789,7 +799,7 @@ def conv_transpose3d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     ----------
     x : array_like
         NCDHW [N, C_in, D, H, W] (or [C_in, D, H, W]); with ``layout="NDHWC"`` [N, D, H, W, C_in].
-        float32 or bfloat16 (ml_dtypes, or uint16 raw bits); other real dtypes become float32.
+        float32 or bfloat16 (ml_dtypes, or uint16 raw bits); other reals are rounded to bfloat16 once, from float64.
     weight : array_like
         NCDHW: [C_in, C_out/groups, kD, kH, kW] (PyTorch's); NDHWC: [C_in, kD, kH, kW, C_out/groups].
     bias : array_like of C_out, optional

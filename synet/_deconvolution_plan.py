@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._activations import activation_params
+from ._arrays import native, round_from_float64
 from ._conv_params import ConvParams, ConvParams3d, deconvolution_size
 from ._types import (
     BFLOAT16,
@@ -699,8 +700,12 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
 
 
 def weight_array(weight: object, planned: DeconvolutionPlan) -> np.ndarray:
-    """The caller's weights as C-contiguous float32 of the plan's element count (ValueError otherwise)."""
-    w = np.asarray(weight)
+    """The caller's weights as C-contiguous float32 of the plan's element count (ValueError otherwise):
+    float32 and bfloat16 (uint16: its raw bits) as they are, other reals rounded to bfloat16 once, from
+    float64 (the kernels round float32 weights to bfloat16 as they pack them: those values stay)."""
+    w = native(np.asarray(weight))
+    if w.dtype == UINT16:
+        w = w.view(BFLOAT16)
     if w.dtype.kind not in "fiu" and w.dtype != BFLOAT16:
         raise ValueError(f"weight: expected real numbers, got dtype {w.dtype}")
     n = math.prod(planned.weight_shape)
@@ -709,6 +714,8 @@ def weight_array(weight: object, planned: DeconvolutionPlan) -> np.ndarray:
         layout = f"[srcC, {kernel}, dstC/group]" if planned.geometry.channels_last else f"[srcC, dstC/group, {kernel}]"
         raise ValueError(f"weight: expected {n} elements ({layout} = {'·'.join(map(str, planned.weight_shape))}), "
                          f"got {w.size}")
+    if w.dtype != np.float32 and w.dtype != BFLOAT16:
+        return round_from_float64(w).reshape(-1)
     return np.ascontiguousarray(w, np.float32)
 
 

@@ -130,6 +130,8 @@ cdef inline object key_part(object value, object slow):
 
 
 cdef inline bint is_float32_array(object x, Py_ssize_t size) noexcept:
-    """x is a C-contiguous float32 ndarray of `size` elements."""
+    """x is a C-contiguous float32 ndarray of `size` elements in the machine's byte order (a big-endian
+    float32 has the same type number)."""
     return cnp.PyArray_Check(x) and cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_FLOAT32 and \
-        cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x) and cnp.PyArray_SIZE(<cnp.ndarray>x) == size
+        cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>x) and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x) and \
+        cnp.PyArray_SIZE(<cnp.ndarray>x) == size

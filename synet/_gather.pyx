@@ -349,7 +349,7 @@ cdef bint _same_block(data, indices, axis) noexcept:
     if not (cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>data) and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>indices)):
         return False
     t = cnp.PyArray_TYPE(<cnp.ndarray>indices)
-    if t != cnp.NPY_INT64 and t != cnp.NPY_INT32:
+    if (t != cnp.NPY_INT64 and t != cnp.NPY_INT32) or not cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>indices):
         return False
     t = cnp.PyArray_TYPE(<cnp.ndarray>data)
     if not ((t < cnp.NPY_OBJECT and cnp.PyArray_ITEMSIZE(<cnp.ndarray>data) in (1, 2, 4, 8)) or

@@ -21,7 +21,7 @@ from cython.parallel cimport prange
 from libc.stdint cimport uint16_t, uint32_t
 from libc.string cimport memcpy
 
-from synet._fastpath cimport is_output, new_array, same_shape
+from synet._fastpath cimport is_output, new_array, overlaps, same_shape
 from libc.stdint cimport int64_t
 
 from synet._csrc cimport (
@@ -301,15 +301,16 @@ def _round_to_bf16(x, out, rounding, n_threads, tuple out_dtypes):
     else:
         truncate = _parse_rounding(rounding)
     if cnp.PyArray_Check(x) and cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_FLOAT32 and \
-            cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x):
+            cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>x) and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x):
         array = x
     else:
         array = _real_input(x)
     cdef Py_ssize_t n = cnp.PyArray_SIZE(<cnp.ndarray>array)
     if out is None:
         out = new_array(out_dtypes[0], cnp.PyArray_NDIM(<cnp.ndarray>array), cnp.PyArray_DIMS(<cnp.ndarray>array))
-    elif not (is_output(out, out_dtypes[0], out_dtypes[len(out_dtypes) - 1], n) and same_shape(out, array)):
-        out = check_out(out, array.shape, out_dtypes)
+    elif not (is_output(out, out_dtypes[0], out_dtypes[len(out_dtypes) - 1], n) and same_shape(out, array) and
+              not overlaps(out, array)):
+        out = check_out(out, array.shape, out_dtypes, {"x": array})   # (overlapping: raises)
     cdef int itemsize = cnp.PyArray_ITEMSIZE(<cnp.ndarray>out)
     cdef char* dst = <char*>cnp.PyArray_DATA(<cnp.ndarray>out)
     cdef const void* src = cnp.PyArray_DATA(<cnp.ndarray>array)
@@ -386,8 +387,8 @@ def bfloat16_to_float32(x, *, out=None, n_threads=None):
     cdef bint fresh = out is None
     if fresh:
         out = new_array(_FLOAT32, cnp.PyArray_NDIM(<cnp.ndarray>array), cnp.PyArray_DIMS(<cnp.ndarray>array))
-    elif not (is_output(out, _FLOAT32, _FLOAT32, n) and same_shape(out, array)):
-        out = check_out(out, array.shape, (_FLOAT32,))
+    elif not (is_output(out, _FLOAT32, _FLOAT32, n) and same_shape(out, array) and not overlaps(out, array)):
+        out = check_out(out, array.shape, (_FLOAT32,), {"x": array})   # (overlapping: raises)
     cdef const uint16_t* src = <const uint16_t*>cnp.PyArray_DATA(array)
     cdef uint32_t* dst = <uint32_t*>cnp.PyArray_DATA(out)
     if n < NOGIL_MIN:

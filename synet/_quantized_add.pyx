@@ -14,6 +14,7 @@ parallel driver, the context and the functional form.
 cimport cython
 cimport numpy as cnp
 from cython.parallel cimport prange
+from libc.math cimport copysign
 from libc.stdint cimport uint8_t
 
 from synet._csrc cimport (
@@ -499,13 +500,14 @@ cdef inline object _operand(object x, str name):
 
 cdef inline object _key_of(object value, unsigned long long* kinds):
     """One argument's part of the plan key: the plain scalars (the usual arguments) as they are, their type
-    in 3 more bits of *kinds (so that 1, 1.0 and True key apart); anything else by _cache.key_of."""
+    in 3 more bits of *kinds (so that 1, 1.0 and True key apart, and -0.0 from 0.0); anything else by
+    _cache.key_of."""
     cdef object kind = type(value)
     cdef unsigned long long code
     if value is None:
         code = 1
     elif kind is float:
-        code = 2
+        code = 2 if value != 0.0 or copysign(1.0, value) > 0 else 6   # (-0.0 == 0.0: keyed apart)
     elif kind is int:
         code = 3
     elif kind is str:

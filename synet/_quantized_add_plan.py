@@ -20,6 +20,7 @@ import numbers
 import numpy as np
 
 from ._activations import activation_params
+from ._arrays import native
 from ._types import Activation, DataType, as_activation, as_data_type, dtype_or_none
 
 IO_DTYPES = {DataType.FLOAT32: np.dtype(np.float32), DataType.UINT8: np.dtype(np.uint8),
@@ -326,13 +327,16 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
         fb = float(np.float32(sb[c])) if float_values else 0.0
         inv = 1.0 / ds[c]
         pre = 2.0**64 if inv > 2.0**100 else (2.0**-64 if inv < 2.0**-100 else 1.0)
+        # q_inv in float32's normal range: past it (dst_scale below 2**-190 or above 2**190) every nonzero value
+        # saturates, or every finite one rounds to 0, either way; an inv / pre of 0 or inf made 0 * inf a NaN
+        q_inv = min(max(inv / pre, 2.0**-126), 2.0**126)
         ka, kb, kc = folded[c] if use_folded else (0.0, 0.0, 0.0)  # type: ignore[misc]
         lo = dz[c] if act == Activation.RELU else qmin
         for name, value in (("a_scale", sa[c]), ("a_offset", -za[c] * sa[c]), ("b_scale", sb[c]),
                             ("b_offset", -zb[c] * sb[c]), ("fa_scale", fa),
                             ("fa_scale_low", sa[c] - fa if float_values else 0.0),
                             ("fb_scale", fb), ("fb_scale_low", sb[c] - fb if float_values else 0.0),
-                            ("a_zero", za[c]), ("b_zero", zb[c]), ("q_pre", pre), ("q_inv", inv / pre),
+                            ("a_zero", za[c]), ("b_zero", zb[c]), ("q_pre", pre), ("q_inv", q_inv),
                             ("q_zero", dz[c]), ("ka", ka), ("kb", kb), ("kc", kc), ("lo", lo),
                             ("folded_in_doubles", int(use_folded and _folded_in_doubles(ka, kb, kc)))):
             fields[name].append(value)
@@ -395,8 +399,9 @@ def _line_positions(wa: int, wb: int) -> np.ndarray:
 
 
 def operand(x: object, name: str) -> np.ndarray:
-    """A functional form's operand: float64 becomes float32; uint8, int8, float32 as they are."""
-    array = np.asarray(x)
+    """A functional form's operand: float64 becomes float32; uint8, int8, float32 as they are (in the
+    machine's byte order)."""
+    array = native(np.asarray(x))
     if array.dtype == np.float64:
         return np.asarray(array, dtype=np.float32, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
     if array.dtype not in (np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.float32)):

@@ -1,0 +1,143 @@
+"""Inputs an audit of unusual arrays found mishandled (2026-12-05): byte-swapped arrays (read as native numbers
+by the fast paths), outputs overlapping an input, float64 weights rounded twice, uint16 weights."""
+
+import numpy as np
+import pytest
+
+import synet
+
+RNG = np.random.default_rng(2026)
+SWAPPED = {np.dtype(np.float32): ">f4" if np.little_endian else "<f4",
+           np.dtype(np.float64): ">f8" if np.little_endian else "<f8",
+           np.dtype(np.int64): ">i8" if np.little_endian else "<i8",
+           np.dtype(np.int32): ">i4" if np.little_endian else "<i4"}
+
+
+def swapped(a):
+    """`a`'s values in the other byte order (a different dtype, the same numbers)."""
+    b = a.astype(SWAPPED[a.dtype])
+    assert not b.dtype.isnative and np.array_equal(b, a, equal_nan=b.dtype.kind == "f")
+    return b
+
+
+def bits(a):
+    return np.ascontiguousarray(a).view(np.uint8).tobytes()
+
+
+def test_transposed_convolution_reads_byte_swapped_operands_as_numbers():
+    x = RNG.standard_normal((1, 4, 5, 6)).astype(np.float32)
+    w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal(3).astype(np.float32)
+    expected = synet.conv_transpose2d(x, w, b, stride=2)
+    for args in ((swapped(x), w, b), (x, swapped(w), b), (x, w, swapped(b)), (x, swapped(w.astype(np.float64)), b)):
+        assert bits(synet.conv_transpose2d(*args, stride=2)) == bits(expected)
+    d = synet.Deconvolution16b(1, synet.ConvParams.deconvolution(4, 5, 6, 3, kernel=3, stride=2))
+    d.set_params(swapped(w), swapped(b))
+    assert bits(d.forward(x)) == bits(expected)
+
+
+def test_transposed_convolution_rounds_float64_weights_and_inputs_once():
+    """1 + 2**-8 + 2**-30 rounds to bfloat16 1 + 2**-7 from float64, to 1 through float32 (a tie there)."""
+    v = 1 + 2**-8 + 2**-30
+    one = np.ones((1, 1, 1, 1), np.float32)
+    assert synet.conv_transpose2d(one, np.full((1, 1, 1, 1), v))[0, 0, 0, 0] == 1 + 2**-7
+    assert synet.conv_transpose2d(np.full((1, 1, 1, 1), v), one)[0, 0, 0, 0] == 1 + 2**-7
+    d = synet.Deconvolution16b(1, synet.ConvParams.deconvolution(1, 1, 1, 1, kernel=1))
+    d.set_params(np.array([v]))
+    assert d.forward(np.ones(1, np.float32))[0, 0, 0, 0] == 1 + 2**-7
+    w = RNG.standard_normal((3, 2, 2, 2))   # float64, transposed in memory: the values, not the bytes
+    x = RNG.standard_normal((1, 3, 4, 4)).astype(np.float32)
+    rounded = synet.round_to_bfloat16(w)
+    assert bits(synet.conv_transpose2d(x, np.asfortranarray(w))) == bits(synet.conv_transpose2d(x, rounded))
+
+
+def test_uint16_weights_are_raw_bfloat16_bits():
+    """As everywhere else a BF16 input is accepted: bits 0x3F80 are 1.0, not 16256."""
+    x = np.ones((1, 1, 2, 2), np.float32)
+    w = synet.float32_to_bfloat16(np.full((1, 1, 1, 1), 1.5, np.float32))
+    assert synet.conv_transpose2d(x, w.view(np.uint16)).tolist() == synet.conv_transpose2d(x, w).tolist()
+    assert synet.conv_transpose2d(x, w.view(np.uint16))[0, 0, 0, 0] == 1.5
+
+
+def test_gather_reads_byte_swapped_indices_as_numbers():
+    data = RNG.standard_normal((3, 10)).astype(np.float32)
+    for dtype in (np.int64, np.int32):
+        idx = RNG.integers(-10, 10, (3, 7)).astype(dtype)
+        expected = np.take_along_axis(data, np.where(idx < 0, idx + 10, idx), 1)
+        assert bits(synet.gather_elements(data, swapped(idx), 1)) == bits(expected)
+
+
+def test_quantized_add_takes_byte_swapped_operands():
+    a = RNG.integers(0, 256, 100).astype(np.uint8)
+    b = RNG.standard_normal(100).astype(np.float32)
+    expected = synet.quantized_add(a, b, dst_dtype=np.float32)
+    for other in (swapped(b), swapped(b.astype(np.float64))):
+        assert bits(synet.quantized_add(a, other, dst_dtype=np.float32)) == bits(expected)
+
+
+@pytest.mark.parametrize("convert", [synet.float32_to_bfloat16, synet.round_to_bfloat16])
+def test_bfloat16_rounding_reads_byte_swapped_float32_as_numbers(convert):
+    x = np.array([1.0, 3.140625, -2.0, 1e-40, np.nan, -np.inf] * 3000, np.float32)
+    assert bits(convert(swapped(x))) == bits(convert(x))
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_bfloat16_conversions_refuse_an_out_overlapping_x(n_threads):
+    """Written in place, the output's first words overwrote input not yet read (results depended on the
+    thread count); gather_elements and quantized_add refuse such an out, so these do too."""
+    x = np.arange(1, 100001, dtype=np.float32)
+    with pytest.raises(ValueError, match="out: must not overlap x"):
+        synet.float32_to_bfloat16(x, out=x.view(np.uint16)[:100000], n_threads=n_threads)
+    with pytest.raises(ValueError, match="out: must not overlap x"):
+        synet.round_to_bfloat16(x, out=x, n_threads=n_threads)
+    buf = np.zeros(200000, np.uint16)
+    with pytest.raises(ValueError, match="out: must not overlap x"):
+        synet.bfloat16_to_float32(buf[:100000], out=buf.view(np.float32), n_threads=n_threads)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_transposed_convolution_refuses_an_out_overlapping_bias(layout):
+    """The bias is read while the kernels store: an out over it gave other sums (x was checked already)."""
+    x = RNG.standard_normal((1, 4, 8, 8) if layout == "NCHW" else (1, 8, 8, 4)).astype(np.float32)
+    w = RNG.standard_normal((4, 8, 1, 1) if layout == "NCHW" else (4, 1, 1, 8)).astype(np.float32)
+    buf = np.zeros(8 * 8 * 8, np.float32)
+    bias = buf[:8]
+    bias[:] = np.arange(1, 9)
+    out = buf.reshape((1, 8, 8, 8))
+    with pytest.raises(ValueError, match="out: must not overlap x or bias"):
+        synet.conv_transpose2d(x, w, bias, layout=layout, out=out)
+    expected = synet.conv_transpose2d(x, w, bias.copy(), layout=layout)
+    assert bits(synet.conv_transpose2d(x, w, list(bias), layout=layout, out=np.empty_like(out))) == bits(expected)
+
+
+@pytest.mark.parametrize("dst_dtype, lo, hi", [(np.uint8, 0, 255), (np.int8, -128, 127)])
+def test_quantized_add_saturates_at_extreme_output_scales(dst_dtype, lo, hi):
+    """A dst_scale past 2**+-190 (valid: finite and > 0) put 1 / dst_scale outside float32: 0 * inf gave NaN,
+    so the bottom of the range, where +inf saturates and 0 gives dst_zero."""
+    f = np.array([np.inf, -np.inf, 0.0, 1.0, -1.0, 1e-45, np.nan], np.float32)
+    z = np.zeros_like(f)
+    for scale in (1e60, 1e100, 2.0**214, 1e300):   # finite values / scale round to 0
+        got = synet.quantized_add(f, z, dst_scale=scale, dst_zero=5, dst_dtype=dst_dtype)
+        assert got.tolist() == [hi, lo, 5, 5, 5, 5, lo]
+    for scale in (1e-50, 1e-60, 2.0**-192, 1e-300):   # nonzero values / scale saturate
+        got = synet.quantized_add(f, z, dst_scale=scale, dst_zero=5, dst_dtype=dst_dtype)
+        assert got.tolist() == [hi, lo, 5, hi, lo, hi, lo]
+    u = np.zeros(200, np.uint8)
+    assert synet.quantized_add(u, u, dst_scale=1e-60, dst_zero=54).tolist() == [54] * 200
+
+
+@pytest.mark.parametrize("zero_first", [True, False])
+def test_plan_cache_keys_negative_zero_apart(zero_first):
+    """-0.0 == 0.0 in Python, but a LEAKY_RELU slope of -0.0 makes negative inputs -0: a plan cached for one
+    answered calls with the other."""
+    x = np.array([-1.0, -2.0, 3.0], np.float32)
+    z = np.zeros(3, np.float32)
+    kw = dict(dst_dtype="float32", activation="leaky_relu")
+    synet.clear_plan_cache()
+    for slope in ((0.0, -0.0) if zero_first else (-0.0, 0.0)):
+        got = synet.quantized_add(x, z, activation_params=[slope], **kw)
+        assert bits(got) == bits(np.where(x < 0, x * np.float32(slope), x))
+        w = np.full((1, 1, 1, 1), -1.0, np.float32)
+        got = synet.conv_transpose2d(np.ones((1, 1, 1, 2), np.float32), w, activation="leaky_relu",
+                                     activation_params=[slope])
+        assert bits(got) == bits(np.full((1, 1, 1, 2), -1.0 * slope, np.float32))
