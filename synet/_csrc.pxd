@@ -78,7 +78,7 @@ cdef extern from "quantized_add.h" nogil:
         SYNET_QADD_FOLDED
         SYNET_QADD_LOOKUP
     ctypedef struct synet_qadd_consts:
-        double a_scale, a_offset, b_scale, b_offset
+        double a_scale, b_scale
         float fa_scale, fa_scale_low, fb_scale, fb_scale_low
         int a_zero, b_zero
         float q_pre, q_inv, q_zero

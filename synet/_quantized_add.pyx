@@ -30,9 +30,7 @@ cdef extern from "quantized_add.h" nogil:
     ctypedef struct synet_qadd_lanes:
         Py_ssize_t period
         const double* a_scale
-        const double* a_offset
         const double* b_scale
-        const double* b_offset
         const float* fa_scale
         const float* fa_scale_low
         const float* fb_scale
@@ -164,8 +162,7 @@ cdef _QaddState _new_state(planned):
     k = <synet_qadd_consts*>data_of(st.consts)
     f = planned.consts
     for c in range(planned.nchan):
-        k[c].a_scale, k[c].a_offset = f["a_scale"][c], f["a_offset"][c]
-        k[c].b_scale, k[c].b_offset = f["b_scale"][c], f["b_offset"][c]
+        k[c].a_scale, k[c].b_scale = f["a_scale"][c], f["b_scale"][c]
         k[c].fa_scale, k[c].fa_scale_low = f["fa_scale"][c], f["fa_scale_low"][c]
         k[c].fb_scale, k[c].fb_scale_low = f["fb_scale"][c], f["fb_scale_low"][c]
         k[c].a_zero, k[c].b_zero = f["a_zero"][c], f["b_zero"][c]
@@ -193,8 +190,7 @@ cdef _QaddState _new_state(planned):
         lanes = <synet_qadd_lanes*>data_of(st.lanes)
         f = planned.lanes
         lanes.period = planned.nchan * planned.chan_inner
-        lanes.a_scale, lanes.a_offset = <const double*>data_of(f["a_scale"]), <const double*>data_of(f["a_offset"])
-        lanes.b_scale, lanes.b_offset = <const double*>data_of(f["b_scale"]), <const double*>data_of(f["b_offset"])
+        lanes.a_scale, lanes.b_scale = <const double*>data_of(f["a_scale"]), <const double*>data_of(f["b_scale"])
         lanes.fa_scale = <const float*>data_of(f["fa_scale"])
         lanes.fa_scale_low = <const float*>data_of(f["fa_scale_low"])
         lanes.fb_scale = <const float*>data_of(f["fb_scale"])

@@ -40,7 +40,7 @@ GENERIC, FOLDED, LOOKUP = 0, 1, 2
 LANES_INNER_MAX = 64
 LANES_PERIOD_MAX = 1 << 14
 LANES_SHORT = 8
-LANE_DTYPES = {"a_scale": np.float64, "a_offset": np.float64, "b_scale": np.float64, "b_offset": np.float64,
+LANE_DTYPES = {"a_scale": np.float64, "b_scale": np.float64,
                "a_zero": np.int32, "b_zero": np.int32,
                "folded_in_doubles": np.int32}  # the others float32, as in synet_qadd_consts
 
@@ -311,7 +311,7 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
     sa, za = map(per_channel, quant["a"])  # type: ignore[misc]
     sb, zb = map(per_channel, quant["b"])
     ds, dz = map(per_channel, quant["dst"])
-    fields: dict[str, list] = {f: [] for f in ("a_scale", "a_offset", "b_scale", "b_offset", "fa_scale",
+    fields: dict[str, list] = {f: [] for f in ("a_scale", "b_scale", "fa_scale",
                                                "fa_scale_low", "fb_scale", "fb_scale_low", "a_zero", "b_zero",
                                                "q_pre", "q_inv", "q_zero", "ka", "kb", "kc", "lo",
                                                "folded_in_doubles")}
@@ -332,8 +332,7 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
         q_inv = min(max(inv / pre, 2.0**-126), 2.0**126)
         ka, kb, kc = folded[c] if use_folded else (0.0, 0.0, 0.0)  # type: ignore[misc]
         lo = dz[c] if act == Activation.RELU else qmin
-        for name, value in (("a_scale", sa[c]), ("a_offset", -za[c] * sa[c]), ("b_scale", sb[c]),
-                            ("b_offset", -zb[c] * sb[c]), ("fa_scale", fa),
+        for name, value in (("a_scale", sa[c]), ("b_scale", sb[c]), ("fa_scale", fa),
                             ("fa_scale_low", sa[c] - fa if float_values else 0.0),
                             ("fb_scale", fb), ("fb_scale_low", sb[c] - fb if float_values else 0.0),
                             ("a_zero", za[c]), ("b_zero", zb[c]), ("q_pre", pre), ("q_inv", q_inv),

@@ -141,3 +141,17 @@ def test_plan_cache_keys_negative_zero_apart(zero_first):
         got = synet.conv_transpose2d(np.ones((1, 1, 1, 2), np.float32), w, activation="leaky_relu",
                                      activation_params=[slope])
         assert bits(got) == bits(np.full((1, 1, 1, 2), -1.0 * slope, np.float32))
+
+
+def test_quantized_add_float32_output_of_cancelling_operands_is_the_float64_formula():
+    """a' = (a - a_zero) * a_scale, one rounding, as a float64 evaluation of the formula makes it: computed as
+    a * a_scale - a_zero * a_scale (three roundings), operands that cancel were off by 8e-6 of the result,
+    past SPEC's 1e-6."""
+    cases = [(234, 235, 3e38, np.float32(3e38)), (1, 255, float(np.float32(254000005120.0)) / 254,
+                                                   np.float32(254000005120.0)),
+             (7, 200, 1e30, np.float32(1.93e32))]
+    for a, a_zero, a_scale, b in cases:
+        expected = np.float32((a - a_zero) * a_scale + float(b))
+        got = synet.quantized_add(np.array([a] * 70, np.uint8), np.full(70, b), a_scale=a_scale, a_zero=a_zero,
+                                  dst_dtype=np.float32)
+        assert bits(got) == bits(np.full(70, expected)), (a, a_zero, a_scale, b, got[0], expected)

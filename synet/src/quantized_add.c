@@ -36,22 +36,16 @@ typedef float f32_t;
 
 /* ---- generic ---- */
 
-/* A dequantised operand. Quantised in float64: x * scale + offset; in float32: d = float(x - zero)
-   (exact), d * scale with the scale split in float32 halves: fma(d, high, d * low), within ~2**-24 |x'|
-   of the exact product; float32: x. */
-SYNET_INLINE double deq_u8_double(u8_t x, double scale, double offset, int zero)
+/* A dequantised operand. Quantised in float64: (x - zero) * scale, the difference exact, so the product is
+   the one rounding a float64 evaluation of the formula makes (x * scale - zero * scale rounded three times:
+   a' + b' of operands that cancel was off by far more than the float32 result's 1e-6); in float32:
+   d = float(x - zero) (exact), d * scale with the scale split in float32 halves: fma(d, high, d * low),
+   within ~2**-24 |x'| of the exact product; float32: x. */
+SYNET_INLINE double deq_u8_double(u8_t x, double scale, int zero) { return (double)((int)x - zero) * scale; }
+SYNET_INLINE double deq_i8_double(i8_t x, double scale, int zero) { return (double)((int)x - zero) * scale; }
+SYNET_INLINE double deq_f32_double(f32_t x, double scale, int zero)
 {
-    (void)zero;
-    return (double)x * scale + offset;
-}
-SYNET_INLINE double deq_i8_double(i8_t x, double scale, double offset, int zero)
-{
-    (void)zero;
-    return (double)x * scale + offset;
-}
-SYNET_INLINE double deq_f32_double(f32_t x, double scale, double offset, int zero)
-{
-    (void)scale, (void)offset, (void)zero;
+    (void)scale, (void)zero;
     return (double)x;
 }
 SYNET_INLINE float deq_u8_float(u8_t x, float high, float low, int zero)
@@ -70,28 +64,35 @@ SYNET_INLINE float deq_f32_float(f32_t x, float high, float low, int zero)
     return x;
 }
 
-/* v[i] = float32(a'[i] + b'[i]) with the sum in ACC; a scalar operand is dequantised once. */
-#define VALUES(A, B, ACC, SA, OA, SB, OB)                                                                        \
+/* the scale arguments of deq_*_double and deq_*_float from a synet_qadd_consts */
+#define DOUBLE_A(k) (k)->a_scale
+#define DOUBLE_B(k) (k)->b_scale
+#define FLOAT_A(k) (k)->fa_scale, (k)->fa_scale_low
+#define FLOAT_B(k) (k)->fb_scale, (k)->fb_scale_low
+
+/* v[i] = float32(a'[i] + b'[i]) with the sum in ACC; a scalar operand is dequantised once. KA / KB: the
+   operands' scale arguments (DOUBLE_A / FLOAT_A...). */
+#define VALUES(A, B, ACC, KA, KB)                                                                                \
     static void values_##A##_##B##_##ACC(const A##_t *a, const B##_t *b, float *v, synet_size n,               \
                                          const synet_qadd_consts *k, int a_scalar, int b_scalar)                \
     {                                                                                                            \
         const int za = k->a_zero, zb = k->b_zero;                                                                \
         if (a_scalar) {                                                                                          \
-            const ACC c = deq_##A##_##ACC(a[0], k->SA, k->OA, za);                                               \
+            const ACC c = deq_##A##_##ACC(a[0], KA(k), za);                                                      \
             for (synet_size i = 0; i < n; ++i)                                                                   \
-                v[i] = (float)(c + deq_##B##_##ACC(b[i], k->SB, k->OB, zb));                                     \
+                v[i] = (float)(c + deq_##B##_##ACC(b[i], KB(k), zb));                                            \
         } else if (b_scalar) {                                                                                   \
-            const ACC c = deq_##B##_##ACC(b[0], k->SB, k->OB, zb);                                               \
+            const ACC c = deq_##B##_##ACC(b[0], KB(k), zb);                                                      \
             for (synet_size i = 0; i < n; ++i)                                                                   \
-                v[i] = (float)(deq_##A##_##ACC(a[i], k->SA, k->OA, za) + c);                                     \
+                v[i] = (float)(deq_##A##_##ACC(a[i], KA(k), za) + c);                                            \
         } else {                                                                                                 \
             for (synet_size i = 0; i < n; ++i)                                                                   \
-                v[i] = (float)(deq_##A##_##ACC(a[i], k->SA, k->OA, za) + deq_##B##_##ACC(b[i], k->SB, k->OB, zb)); \
+                v[i] = (float)(deq_##A##_##ACC(a[i], KA(k), za) + deq_##B##_##ACC(b[i], KB(k), zb));             \
         }                                                                                                        \
     }
-#define VALUES_BOTH(A, B)                                                             \
-    VALUES(A, B, double, a_scale, a_offset, b_scale, b_offset)                        \
-    VALUES(A, B, float, fa_scale, fa_scale_low, fb_scale, fb_scale_low)
+#define VALUES_BOTH(A, B)                  \
+    VALUES(A, B, double, DOUBLE_A, DOUBLE_B) \
+    VALUES(A, B, float, FLOAT_A, FLOAT_B)
 VALUES_BOTH(u8, u8)
 VALUES_BOTH(u8, i8)
 VALUES_BOTH(u8, f32)
@@ -655,33 +656,37 @@ static void lut_row(const synet_qadd_plan *p, const uint8_t *a, const uint8_t *b
 
 /* v[i] = float32(a'[i] + b'[i]) with the constants of position j + i; a scalar operand is dequantised per
    output (its constants change), giving the bits VALUES gives with one channel's constants */
-#define LANE_VALUES(A, B, ACC, SA, OA, SB, OB)                                                                   \
+/* the scale arguments of position i (LANE_VALUES' arrays) */
+#define LANE_DOUBLE_A(i) sa[i]
+#define LANE_DOUBLE_B(i) sb[i]
+#define LANE_FLOAT_A(i) fa[i], fal[i]
+#define LANE_FLOAT_B(i) fb[i], fbl[i]
+#define LANE_VALUES(A, B, ACC, KA, KB)                                                                            \
     static void lane_values_##A##_##B##_##ACC(const A##_t *a, const B##_t *b, float *v, synet_size n,          \
                                               const synet_qadd_lanes *L, synet_size j, int a_scalar,           \
                                               int b_scalar)                                                    \
     {                                                                                                            \
-        const double *restrict sa = L->a_scale + j, *restrict oa = L->a_offset + j;                              \
-        const double *restrict sb = L->b_scale + j, *restrict ob = L->b_offset + j;                              \
+        const double *restrict sa = L->a_scale + j, *restrict sb = L->b_scale + j;                               \
         const float *restrict fa = L->fa_scale + j, *restrict fal = L->fa_scale_low + j;                        \
         const float *restrict fb = L->fb_scale + j, *restrict fbl = L->fb_scale_low + j;                        \
         const int *restrict za = L->a_zero + j, *restrict zb = L->b_zero + j;                                    \
-        (void)sa, (void)oa, (void)sb, (void)ob, (void)fa, (void)fal, (void)fb, (void)fbl;                        \
+        (void)sa, (void)sb, (void)fa, (void)fal, (void)fb, (void)fbl;                                            \
         if (a_scalar) {                                                                                          \
             const A##_t x = a[0];                                                                                \
             for (synet_size i = 0; i < n; ++i)                                                                   \
-                v[i] = (float)(deq_##A##_##ACC(x, SA[i], OA[i], za[i]) + deq_##B##_##ACC(b[i], SB[i], OB[i], zb[i])); \
+                v[i] = (float)(deq_##A##_##ACC(x, KA(i), za[i]) + deq_##B##_##ACC(b[i], KB(i), zb[i]));          \
         } else if (b_scalar) {                                                                                   \
             const B##_t y = b[0];                                                                                \
             for (synet_size i = 0; i < n; ++i)                                                                   \
-                v[i] = (float)(deq_##A##_##ACC(a[i], SA[i], OA[i], za[i]) + deq_##B##_##ACC(y, SB[i], OB[i], zb[i])); \
+                v[i] = (float)(deq_##A##_##ACC(a[i], KA(i), za[i]) + deq_##B##_##ACC(y, KB(i), zb[i]));          \
         } else {                                                                                                 \
             for (synet_size i = 0; i < n; ++i)                                                                   \
-                v[i] = (float)(deq_##A##_##ACC(a[i], SA[i], OA[i], za[i]) + deq_##B##_##ACC(b[i], SB[i], OB[i], zb[i])); \
+                v[i] = (float)(deq_##A##_##ACC(a[i], KA(i), za[i]) + deq_##B##_##ACC(b[i], KB(i), zb[i]));       \
         }                                                                                                        \
     }
-#define LANE_VALUES_BOTH(A, B)                                  \
-    LANE_VALUES(A, B, double, sa, oa, sb, ob)                   \
-    LANE_VALUES(A, B, float, fa, fal, fb, fbl)
+#define LANE_VALUES_BOTH(A, B)                                 \
+    LANE_VALUES(A, B, double, LANE_DOUBLE_A, LANE_DOUBLE_B)    \
+    LANE_VALUES(A, B, float, LANE_FLOAT_A, LANE_FLOAT_B)
 LANE_VALUES_BOTH(u8, u8)
 LANE_VALUES_BOTH(u8, i8)
 LANE_VALUES_BOTH(u8, f32)

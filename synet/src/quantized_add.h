@@ -16,8 +16,8 @@ enum { SYNET_QADD_GENERIC = 0, SYNET_QADD_FOLDED = 1, SYNET_QADD_LOOKUP = 2 };
 
 /* The quantisation constants of one channel of the quantisation axis (one set when per tensor). */
 typedef struct synet_qadd_consts {
-    /* quantised operand in float64: x' = x * scale + offset (offset = -zero * scale) */
-    double a_scale, a_offset, b_scale, b_offset;
+    /* quantised operand in float64: x' = (x - zero) * scale */
+    double a_scale, b_scale;
     /* quantised operand in float32 (plan.float_values): d = float(x - zero), x' = fma(d, hi, d * lo) */
     float fa_scale, fa_scale_low, fb_scale, fb_scale_low;
     int a_zero, b_zero;
@@ -35,7 +35,7 @@ typedef struct synet_qadd_consts {
    those of j = o % period. Values as in synet_qadd_consts. */
 typedef struct synet_qadd_lanes {
     synet_size period;
-    const double *a_scale, *a_offset, *b_scale, *b_offset;
+    const double *a_scale, *b_scale;
     const float *fa_scale, *fa_scale_low, *fb_scale, *fb_scale_low;
     const int *a_zero, *b_zero;
     const float *q_pre, *q_inv, *q_zero;
