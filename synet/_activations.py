@@ -38,7 +38,7 @@ def activation_params(act: Activation, params: object, channels: int, name: str 
                              f"{' or 1' if allow_single_slope else ''}), got None")
         values = _as_float_vector(params, name)
         if values.size == channels or (allow_single_slope and values.size == 1):
-            return values
+            return values if values.size else np.zeros(1, dtype=np.float32)   # (no channels: read, never used)
         if allow_extra_slopes and values.size > channels:
             return np.ascontiguousarray(values[:channels])
         expected = ("at least " if allow_extra_slopes else "") + f"{channels}" + \
@@ -60,9 +60,11 @@ def activation_params(act: Activation, params: object, channels: int, name: str 
 
 def _as_float_vector(params: object, name: str) -> np.ndarray:
     try:
+        if np.asarray(params).dtype.kind == "c":   # (NumPy would drop the imaginary parts with a warning)
+            raise ValueError
         values = np.asarray(params, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"{name}: expected a sequence of numbers, got {params!r}") from None
+        raise ValueError(f"{name}: expected a sequence of real numbers, got {params!r}") from None
     if values.ndim > 1:
         raise ValueError(f"{name}: expected a 1-D sequence of numbers, got shape {values.shape}")
     return np.ascontiguousarray(values.reshape(-1), dtype=np.float32)

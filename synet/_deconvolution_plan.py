@@ -722,7 +722,10 @@ def weight_array(weight: object, planned: DeconvolutionPlan) -> np.ndarray:
 def bias_array(bias: object, dst_c: int) -> np.ndarray:
     if bias is None:
         return np.zeros(dst_c, np.float32)
-    b = np.array(bias, np.float32, copy=True, order="C").reshape(-1)
+    given = np.asarray(bias)
+    if given.dtype.kind not in "biuf" and given.dtype != BFLOAT16:
+        raise ValueError(f"bias: expected real numbers, got dtype {given.dtype}")
+    b = np.array(given, np.float32, copy=True, order="C").reshape(-1)
     if b.size != dst_c:
         raise ValueError(f"bias: expected {dst_c} elements (dstC), got {b.size}")
     return b

@@ -434,7 +434,8 @@ cdef object _gather_rows(data, indices, axis, out, int threads):
         inner *= dims[d]
     if inner < 2:
         return None
-    rows = planning.as_indices(indices[(slice(None),) * (ax + 1) + (0,) * (nd - ax - 1)])
+    given = indices[(slice(None),) * (ax + 1) + (0,) * (nd - ax - 1)]
+    rows = planning.as_indices(given)
     data = np.asarray(data)
     planning.functional_geometry(data, indices, axis)   # its errors, as the general path raises them
     for d in range(nd):
@@ -443,8 +444,9 @@ cdef object _gather_rows(data, indices, axis, out, int threads):
     cdef Py_ssize_t src_count = data.shape[ax]
     rows = np.array(rows, np.int64)                     # normalised in place: never the caller's memory
     if ((rows < -src_count) | (rows >= src_count)).any():
-        position, value = planning.first_bad(rows, src_count)
-        raise _out_of_range(np.unravel_index(position, rows.shape) + (0,) * (nd - ax - 1), value, ax, src_count)
+        position = planning.first_bad(rows, src_count)[0]
+        where = np.unravel_index(position, rows.shape)
+        raise _out_of_range(where + (0,) * (nd - ax - 1), given[where], ax, src_count)
     rows[rows < 0] += src_count
     src = np.ascontiguousarray(data)
     if out is None:
@@ -503,6 +505,7 @@ def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):
     cdef GatherPlan plan
     cdef int status, d, ax = 0, broadcast = 0
     cdef Py_ssize_t period = 0   # outer slices the index holds (0: all of them)
+    given = None                 # the caller's indices where they were converted
     if _same_block(data, indices, axis):   # the common call: whole arrays, checked on the C API
         ax = _axis_in_range(axis, cnp.PyArray_NDIM(<cnp.ndarray>data))
         src, idx = data, indices
@@ -514,7 +517,8 @@ def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):
         if result is not None:
             return result
         data = np.asarray(data)
-        indices = planning.as_indices(indices)
+        given = np.asarray(indices)   # (as_indices clamps uint64 values past int64: errors name given's)
+        indices = planning.as_indices(given)
         axis, block = planning.functional_geometry(data, indices, axis)
         ax = axis
         src = np.ascontiguousarray(data[block])
@@ -550,8 +554,8 @@ def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):
         with nogil:
             status = gather_run(&plan, ps, pi, pd, threads)
     if status == SYNET_INDEX_ERROR:   # (a broadcast index's first bad one is in its first copy, at the same place)
-        position, value = planning.first_bad(idx, src_count)
-        raise _out_of_range(np.unravel_index(position, indices.shape), value, ax, src_count)
+        where = np.unravel_index(planning.first_bad(idx, src_count)[0], indices.shape)
+        raise _out_of_range(where, (indices if given is None else given)[where], ax, src_count)
     if status != SYNET_OK:
         raise internal_error("gather_elements", status)
     return out

@@ -104,7 +104,8 @@ def first_bad(idx: np.ndarray, src_count: int) -> tuple[int, int]:
 
 def index_error(idx: np.ndarray, src_count: int) -> IndexError:
     position, value = first_bad(idx, src_count)
-    return IndexError(f"idx: index {value} at flat position {position} is out of range [-{src_count}, {src_count})")
+    bounds = f"[-{src_count}, {src_count})" if src_count else "(the axis has size 0)"
+    return IndexError(f"idx: index {value} at flat position {position} is out of range {bounds}")
 
 
 def analyse_index(geo: GatherGeometry, idx: np.ndarray) -> tuple[np.ndarray, int]:

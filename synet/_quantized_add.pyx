@@ -708,11 +708,7 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     state = _CACHE.get(key) if key is not None else None
     if state is None:
         dst_type = planning.io_type(dst_dtype, "dst_dtype")
-        try:
-            out_shape = np.broadcast_shapes(a.shape, b.shape)
-        except ValueError:
-            raise ValueError(f"b: expected a shape that broadcasts with a's {a.shape} (NumPy rules), "
-                             f"got {b.shape}") from None
+        out_shape = planning.broadcast_shapes(a.shape, b.shape, "a", "b")
         act = Activation(planning.as_activation(activation, "activation"))
         params = planning.activation_params(act, activation_params, out_shape[1] if len(out_shape) >= 2 else 1,
                                             "activation_params")

@@ -37,6 +37,7 @@ GENERIC, FOLDED, LOOKUP = 0, 1, 2
 # constants of one period (nchan * chan_inner outputs, 84 bytes each) instead of channel by channel, when
 # the period is at most LANES_PERIOD_MAX or the channels are very short (runs of under 8 outputs cost far
 # more than large tables). Measured crossover (u8 [1,*,256,inner], avx512): inner 64, or a 16 K period.
+MAX_RANK = 32  # dimensions NumPy's broadcast_shapes takes (it raises RuntimeError past them)
 LANES_INNER_MAX = 64
 LANES_PERIOD_MAX = 1 << 14
 LANES_SHORT = 8
@@ -264,6 +265,19 @@ def _float_values_ok(a_type, sa, za, b_type, sb, zb, act, params, dst_type, ds) 
     return error <= 5e-7
 
 
+def broadcast_shapes(a_shape: tuple, b_shape: tuple, a_name: str, b_name: str) -> tuple[int, ...]:
+    """The shape two operands broadcast to (NumPy's rules); ValueError naming the parameter otherwise."""
+    for name, shape in ((a_name, a_shape), (b_name, b_shape)):
+        if len(shape) > MAX_RANK:   # (NumPy raises RuntimeError past them)
+            raise ValueError(f"{name}: expected at most {MAX_RANK} dimensions (NumPy's broadcasting), "
+                             f"got {len(shape)}")
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(a_shape, b_shape))
+    except ValueError:
+        raise ValueError(f"{b_name}: expected a shape that broadcasts with {a_name}'s {tuple(a_shape)} "
+                         f"(NumPy rules), got {tuple(b_shape)}") from None
+
+
 def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act_type, act_params, dst_type,
          dst_scale, dst_zero, axis=1) -> QuantizedAddPlan:
     """Check init's arguments (ValueError / TypeError naming the parameter) and plan the add."""
@@ -272,11 +286,7 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
     a_type = io_type(a_type, "a_type")
     b_type = io_type(b_type, "b_type")
     dst_type = io_type(dst_type, "dst_type")
-    try:
-        out_shape = tuple(int(d) for d in np.broadcast_shapes(a_shape, b_shape))
-    except ValueError:
-        raise ValueError(f"b_shape: expected a shape that broadcasts with a_shape {a_shape} "
-                         f"(NumPy rules), got {b_shape}") from None
+    out_shape = broadcast_shapes(a_shape, b_shape, "a_shape", "b_shape")
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
         raise TypeError(f"axis: expected an int, got {type(axis).__name__}")
     act = as_activation(act_type, "act_type")

@@ -118,6 +118,9 @@ def as_data_type(value: object, param: str = "data_type") -> DataType:
         dtype = dtype_or_none(value)
         if dtype is not None and dtype in _DATA_TYPE_OF_DTYPE:
             return _DATA_TYPE_OF_DTYPE[dtype]
+        if dtype is not None:
+            raise ValueError(f"{param}: NumPy's {dtype} is none of synet's data types "
+                             f"({', '.join(str(d) for d in _DATA_TYPE_OF_DTYPE)})")
     raise ValueError(
         f"{param}: expected a DataType, its name (e.g. 'float32', 'bf16', '8u') or a NumPy "
         f"dtype, got {_describe(value)}"

@@ -49,6 +49,7 @@ except ImportError as _missing:  # pragma: no cover - exercised only without onn
 import ml_dtypes
 
 import synet
+from synet._quantized_add_plan import broadcast_shapes
 
 __all__ = [
     "AUTO_PADS",
@@ -578,10 +579,7 @@ def qlinear_add(A: Any, A_scale: Any, A_zero_point: Any, B: Any, B_scale: Any, B
     b = np.asarray(B)
     if b.dtype != a.dtype:
         raise ValueError(f"B: expected A's type {a.dtype} (QLinearAdd's one type T), got dtype {b.dtype}")
-    try:
-        np.broadcast_shapes(a.shape, b.shape)
-    except ValueError:
-        raise ValueError(f"B: expected a shape that broadcasts with A's {a.shape}, got {b.shape}") from None
+    broadcast_shapes(a.shape, b.shape, "A", "B")
     return synet.quantized_add(
         a, b, a_scale=_scale(A_scale, "A_scale"), a_zero=_zero_point(A_zero_point, "A_zero_point", a.dtype),
         b_scale=_scale(B_scale, "B_scale"), b_zero=_zero_point(B_zero_point, "B_zero_point", a.dtype),

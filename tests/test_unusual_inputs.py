@@ -155,3 +155,32 @@ def test_quantized_add_float32_output_of_cancelling_operands_is_the_float64_form
         got = synet.quantized_add(np.array([a] * 70, np.uint8), np.full(70, b), a_scale=a_scale, a_zero=a_zero,
                                   dst_dtype=np.float32)
         assert bits(got) == bits(np.full(70, expected)), (a, a_zero, a_scale, b, got[0], expected)
+
+
+def test_errors_name_what_the_caller_gave():
+    """Messages the audit found leaking NumPy's internals or naming a value the caller did not give."""
+    data = np.arange(10, dtype=np.float32)
+    with pytest.raises(IndexError, match=r"indices\[0\] = 18446744073709551615 is out of range"):
+        synet.gather_elements(data, np.array([2**64 - 1], np.uint64))
+    rows = np.broadcast_to(np.array([[2**64 - 1]], np.uint64)[:, :, None], (3, 1, 4))   # the whole-rows path
+    with pytest.raises(IndexError, match=r"= 18446744073709551615 is out of range for axis 1"):
+        synet.gather_elements(np.zeros((3, 10, 4), np.float32), rows, axis=1)
+    context = synet.GatherElements("f32", "i32", False, 1, [2], 0, 1, 3)
+    with pytest.raises(IndexError, match=r"out of range \(the axis has size 0\)"):
+        context.forward(np.zeros(0, np.float32), np.zeros(6, np.int32))
+    for a_shape, b_shape, name in (((1,) * 40, (1,), "a"), ((1,), (1,) * 33, "b")):
+        with pytest.raises(ValueError, match=f"{name}: expected at most 32 dimensions"):
+            synet.quantized_add(np.ones(a_shape, np.uint8), np.ones(b_shape, np.uint8))
+        with pytest.raises(ValueError, match=f"{name}_shape: expected at most 32 dimensions"):
+            synet.QuantizedAdd(a_shape, "u8", 1.0, 0, b_shape, "u8", 1.0, 0, "identity", None, "u8", 1.0, 0)
+    empty = np.ones((2, 0), np.float32)   # PRELU of no channels: no slopes needed
+    assert synet.quantized_add(empty, empty, activation="prelu", activation_params=[], dst_dtype="float32").shape \
+        == (2, 0)
+    x, w = np.ones((1, 1, 2, 2), np.float32), np.ones((1, 1, 1, 1), np.float32)
+    with pytest.raises(ValueError, match="out_dtype: NumPy's float64 is none of synet's data types"):
+        synet.conv_transpose2d(x, w, out_dtype=np.dtype("float64"))
+    for bias in (np.array(["a"]), np.array([1 + 5j])):
+        with pytest.raises(ValueError, match="bias: expected real numbers"):
+            synet.conv_transpose2d(x, w, bias)
+    with pytest.raises(ValueError, match="activation_params: expected a sequence of real numbers"):
+        synet.conv_transpose2d(x, w, activation="leaky_relu", activation_params=[0.1 + 1j])
