@@ -1,7 +1,9 @@
+from collections.abc import Callable
 from typing import final
 
 CAPACITY: int
 CACHES: dict[str, PlanCache]
+CLEARED_WITH: list[Callable[[], object]]
 
 @final
 class PlanCache:

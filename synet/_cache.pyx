@@ -11,6 +11,7 @@ cimport cython
 from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
                                PyThread_free_lock, PyThread_release_lock)
 
+import struct
 from collections import OrderedDict
 
 import numpy as np
@@ -104,21 +105,33 @@ def info() -> dict:
     return {name: c.info() for name, c in sorted(CACHES.items())}
 
 
+CLEARED_WITH = []   # callables emptying the memos kept beside the caches (a functional form's checked arguments)
+
+
 def clear() -> None:
-    """Empty every plan cache."""
+    """Empty every plan cache, and the memos kept beside them."""
     for c in CACHES.values():
         c.clear()
+    for memo_clear in CLEARED_WITH:
+        memo_clear()
 
 
 def key_of(value: object) -> object:
     """A hashable key of a parameter value that tells apart what validation tells apart: scalars with
-    their type (True, 1 and 1.0 differ; floats by their bits, so -0.0 and 0.0 too), arrays and sequences by
-    their contents. TypeError for a value it cannot key (the call then plans without the cache)."""
+    their type (True, 1 and 1.0 differ; floats by their bits, so -0.0 and 0.0, and NaNs of either sign),
+    arrays by their dtype and bytes, sequences by their contents. TypeError for a value it cannot key (an
+    array of objects, whose bytes are pointers: the call then plans without the cache)."""
     if isinstance(value, np.ndarray):
-        return ("ndarray", value.dtype.str, value.shape, value.tobytes())
+        if value.dtype.hasobject:
+            raise TypeError("an array of objects has no key")
+        return ("ndarray", value.dtype, value.shape, value.tobytes())   # (the dtype: ml_dtypes' share '<V1')
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, tuple(key_of(v) for v in value))
     if isinstance(value, (float, np.floating)):   # by its bits: -0.0 == 0.0, but a slope of -0.0 gives -0
-        return (type(value), float(value).hex())
+        return (type(value), _INT_BITS.unpack(_FLOAT_BITS.pack(float(value)))[0])
     hash(value)
     return (type(value), value)
+
+
+# a float's bits as a key (its hex() is "nan" for every NaN)
+_FLOAT_BITS, _INT_BITS = struct.Struct("<d"), struct.Struct("<q")

@@ -595,6 +595,7 @@ _CACHES = {dims: _cache.cache(f"conv_transpose{dims}d") for dims in (1, 2, 3)}
 # replaced by its rank (a pure function's memo: emptied when full)
 _CALLS = {}
 _CALLS_MAX = 1024
+_cache.CLEARED_WITH.append(_CALLS.clear)   # (synet.clear_plan_cache empties it too)
 
 
 def _as_operand(x, str name):

@@ -8,6 +8,7 @@ NumPy-style form. The kernels are synet/src/gather.c at the CPU level chosen at 
 cimport cython
 cimport numpy as cnp
 from cpython.long cimport PyLong_AsLongAndOverflow
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy
@@ -42,6 +43,14 @@ cdef enum:
     NOGIL_MIN = 1 << 10     # dst elements below which releasing the GIL costs more than the gather
 
 
+cdef inline bint _bytes_fit(Py_ssize_t outer, Py_ssize_t count, Py_ssize_t inner) noexcept nogil:
+    """outer·count·inner elements of up to 8 bytes (sizes >= 0) fit a Py_ssize_t: a C API caller's sizes whose
+    product wrapped to 0 ran nothing and reported success."""
+    if outer == 0 or count == 0 or inner == 0:
+        return True
+    return outer <= PY_SSIZE_T_MAX // 8 // count // inner
+
+
 cdef int gather_run(const GatherPlan* plan, const void* src, const void* idx, void* dst, int n_threads) noexcept nogil:
     """Run a plan (see _gather.pxd): the one entry point of the Python and C APIs."""
     cdef synet_gather_job job
@@ -50,7 +59,8 @@ cdef int gather_run(const GatherPlan* plan, const void* src, const void* idx, vo
     if plan == NULL or plan.outer < 0 or plan.src_count < 0 or plan.inner < 0 or plan.idx_count < 0 or \
             plan.idx_period < 0 or n_threads < 1:
         return SYNET_VALUE_ERROR
-    if plan.elem_size not in (1, 2, 4, 8):
+    if plan.elem_size not in (1, 2, 4, 8) or not _bytes_fit(plan.outer, plan.idx_count, plan.inner) or \
+            not _bytes_fit(plan.outer, plan.src_count, plan.inner):
         return SYNET_VALUE_ERROR
     job.outer, job.src_count, job.inner, job.idx_count = plan.outer, plan.src_count, plan.inner, plan.idx_count
     if job.outer * job.idx_count * job.inner == 0:
@@ -309,13 +319,13 @@ def _restore(version, args, index, index_shape):
             geometry = (<_GatherState>context._state).geometry
             if not geometry.index_const:
                 raise ValueError("GatherElements pickle: an index for a context made with index_const=False")
-            full = planning.index_for_set_index(index, geometry)
+            # the shape checked before the kept slices are tiled (a state claiming a huge outer ran out of memory)
             if not isinstance(index_shape, tuple) or \
                     not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in index_shape) or \
-                    math.prod(index_shape) != full.size:
+                    math.prod(index_shape) != geometry.idx_size:
                 raise ValueError(f"GatherElements pickle: index shape {index_shape!r:.80} does not fit "
-                                 f"{full.size} index elements")
-            context.set_index(full.reshape(index_shape))
+                                 f"{geometry.idx_size} index elements")
+            context.set_index(planning.index_for_set_index(index, geometry).reshape(index_shape))
         elif index_shape is not None:
             raise ValueError("GatherElements pickle: an index shape without an index")
     return context

@@ -37,6 +37,7 @@ import collections
 import math
 import multiprocessing
 import pickle
+import struct
 import threading
 import weakref
 
@@ -184,10 +185,25 @@ class _Arrays:
         return _Arrays, self.arrays
 
 
+def _exact(part):
+    """A token part with its floats as their bits (dask's tokenize gives +NaN and -NaN one token: a graph of
+    a NaN slope of one sign reused the other's results), inside lists, tuples and dicts too."""
+    if isinstance(part, (float, np.floating)):
+        return ("float", _INT_BITS.unpack(_FLOAT_BITS.pack(float(part)))[0])
+    if isinstance(part, (list, tuple)):
+        return type(part)(_exact(p) for p in part)
+    if isinstance(part, dict):
+        return {k: _exact(v) for k, v in part.items()}
+    return part
+
+
+_FLOAT_BITS, _INT_BITS = struct.Struct("<d"), struct.Struct("<q")
+
+
 def _shared(value, *token_parts, keep: bool = False):
     """One graph key holding `value` (weakly referable: a context holder, an ndarray, `_Arrays`); `keep`:
     a worker process keeps it among its last few after use (for contexts, whose unpickling repacks)."""
-    token = tokenize("synet.dask", *token_parts)
+    token = tokenize("synet.dask", *map(_exact, token_parts))
     shared = _Shared(token, pickle.dumps(value, pickle.HIGHEST_PROTOCOL), keep)
     return dask.delayed(shared, name=f"synet-shared-{token}", pure=True)
 
@@ -238,7 +254,7 @@ def _block_of(array: np.ndarray, location, out_ndim: int) -> np.ndarray:
 
 
 def _map_blocks(function, name: str, args, kwargs, chunks, dtype, ndim):
-    token = tokenize(function, *args, kwargs)
+    token = tokenize(function, *map(_exact, args), _exact(kwargs))
     # map_blocks lines the blocks up by position (no rechunking of its own): the callers made them line up
     return da.map_blocks(function, *args, **kwargs, chunks=tuple(chunks), dtype=dtype, meta=_meta(dtype, ndim),
                          name=f"synet-{name}-{token}")

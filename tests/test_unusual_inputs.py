@@ -184,3 +184,74 @@ def test_errors_name_what_the_caller_gave():
             synet.conv_transpose2d(x, w, bias)
     with pytest.raises(ValueError, match="activation_params: expected a sequence of real numbers"):
         synet.conv_transpose2d(x, w, activation="leaky_relu", activation_params=[0.1 + 1j])
+
+
+def _leaky(slope):
+    """conv_transpose2d's and quantized_add's LEAKY_RELU of -1 with these activation parameters, as float32 bits."""
+    x, w = -np.ones((1, 1, 1, 1), np.float32), np.ones((1, 1, 1, 1), np.float32)
+    y = synet.conv_transpose2d(x, w, activation="leaky_relu", activation_params=slope)
+    q = synet.quantized_add(np.float32([-1.0]), np.float32([0.0]), dst_dtype=np.float32, activation="leaky_relu",
+                            activation_params=slope)
+    return int(y.view(np.uint32).item()), int(q.view(np.uint32).item())
+
+
+def test_plan_cache_keys_parameters_by_value():
+    """Arrays of objects were keyed by their bytes (pointers: a freed float's address came back with another
+    value), ml_dtypes' 1-byte floats by dtype.str ('<V1' for all of them), NaNs of either sign alike (hex())."""
+    for i in range(1, 6):
+        slope = np.array([i / 4], dtype=object)
+        assert _leaky(slope) == (np.float32(-i / 4).view(np.uint32),) * 2
+        del slope
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    raw = np.array([0x38], np.uint8)
+    for t in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3b11fnuz, ml_dtypes.float8_e3m4):
+        slope = raw.view(t)
+        assert _leaky(slope) == (np.float32(-slope.astype(np.float32)[0]).view(np.uint32),) * 2
+    nan = np.float64(np.nan)
+    for sign in (1.0, -1.0, 1.0):
+        expected = 0x7FC00000 if sign > 0 else 0xFFC00000
+        assert _leaky(np.copysign(nan, sign)) == (expected, expected)
+
+
+def test_tampered_gather_pickle_claiming_a_huge_outer_raises_value_error():
+    g = synet.GatherElements("f32", "i32", True, 1, [2, 3], 4, 5, 3)
+    g.set_index(RNG.integers(-4, 4, (2, 3, 3, 5)).astype(np.int32))
+    restore, (version, args, index, index_shape) = g.__reduce__()
+    with pytest.raises(ValueError, match="index shape .* does not fit"):   # (it tiled first: MemoryError)
+        restore(version, (*args[:4], (2**31, 3), *args[5:]), index, index_shape)
+
+
+def test_gather_c_api_refuses_sizes_whose_product_wraps():
+    """outer·idx_count·inner = 2**61·2·4 wraps to 0 in 64 bits: it ran nothing and reported success."""
+    import ctypes
+
+    from synet import capi
+    name = ctypes.pythonapi.PyCapsule_GetName
+    name.restype, name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    pointer.restype, pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    capsule = capi.__pyx_capi__["gather_elements"]
+    size, status, ptr = ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p
+    gather = ctypes.CFUNCTYPE(status, ptr, ptr, ptr, size, size, size, size, status, status, status)(
+        pointer(capsule, name(capsule)))   # (src, idx, dst, outer, src_count, inner, idx_count, sizes, threads)
+    src, idx, dst = np.arange(24, dtype=np.float32), np.zeros(12, np.int32), np.full(12, -7, np.float32)
+    assert gather(src.ctypes.data, idx.ctypes.data, dst.ctypes.data, 2**61, 3, 4, 2, 4, 4, 1) == 1   # VALUE_ERROR
+    assert (dst == -7).all()
+    assert gather(src.ctypes.data, idx.ctypes.data, dst.ctypes.data, 2, 3, 4, 1, 4, 4, 1) == 0   # OK
+
+
+def test_dask_graphs_of_nan_slopes_of_either_sign_differ():
+    """dask's tokenize gives +NaN and -NaN one token: the graph of one reused the other's results."""
+    da = pytest.importorskip("dask.array")
+    import synet.dask
+    x = -np.ones((2, 1, 1, 1), np.float32)
+    w = np.ones((1, 1, 1, 1), np.float32)
+    names = set()
+    for sign in (1.0, -1.0):
+        slope = float(np.copysign(np.nan, sign))
+        y = synet.dask.conv_transpose2d(da.from_array(x, chunks=1), w, activation="leaky_relu",
+                                        activation_params=slope)
+        names.add(y.name)
+        expected = synet.conv_transpose2d(x, w, activation="leaky_relu", activation_params=[slope])
+        assert bits(y.compute(scheduler="sync")) == bits(expected)
+    assert len(names) == 2
