@@ -20,7 +20,6 @@ from synet._csrc cimport (
 from synet._fastpath cimport data_of, is_operand, is_output, new_array, new_like, overlaps, same_shape
 from synet._kernels cimport call_threads, kernel_level, vector_gather_preferred
 
-import math
 
 import numpy as np
 
@@ -319,13 +318,7 @@ def _restore(version, args, index, index_shape):
             geometry = (<_GatherState>context._state).geometry
             if not geometry.index_const:
                 raise ValueError("GatherElements pickle: an index for a context made with index_const=False")
-            # the shape checked before the kept slices are tiled (a state claiming a huge outer ran out of memory)
-            if not isinstance(index_shape, tuple) or \
-                    not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in index_shape) or \
-                    math.prod(index_shape) != geometry.idx_size:
-                raise ValueError(f"GatherElements pickle: index shape {index_shape!r:.80} does not fit "
-                                 f"{geometry.idx_size} index elements")
-            context.set_index(planning.index_for_set_index(index, geometry).reshape(index_shape))
+            context.set_index(planning.index_for_set_index(index, geometry, index_shape))
         elif index_shape is not None:
             raise ValueError("GatherElements pickle: an index shape without an index")
     return context

@@ -141,11 +141,14 @@ def index_of_offsets(offsets: np.ndarray, geo: GatherGeometry, period: int) -> n
     return (offsets.astype(np.int64).reshape(-1, inner) // inner).reshape(period, -1).astype(geo.index_dtype)
 
 
-def index_for_set_index(index: object, geo: GatherGeometry) -> np.ndarray:
-    """A pickled index (the kept slices) tiled back to a full index of the geometry's type and size.
+def index_for_set_index(index: object, geo: GatherGeometry, index_shape: object) -> np.ndarray:
+    """A pickled index (the kept slices) tiled back to a full index of the geometry's type and size, in
+    `index_shape` (the shape set_index was given).
 
     ValueError unless it is an int32 / int64 array [period, idx_count * inner] with period dividing
-    prod(outer) and every value in [0, src_count) (as index_of_offsets makes it)."""
+    prod(outer) and every value in [0, src_count) (as index_of_offsets makes it), and index_shape a tuple of
+    sizes of prod(outer) * idx_count * inner elements (checked before the tiling: a state claiming a huge
+    outer ran out of memory)."""
     kept = index if isinstance(index, np.ndarray) else np.asarray(index)
     if kept.dtype not in (np.dtype(np.int32), np.dtype(np.int64)) or kept.ndim != 2:
         raise ValueError(f"GatherElements pickle: expected a 2-D int32/int64 index, got shape {kept.shape} and dtype "
@@ -155,15 +158,26 @@ def index_for_set_index(index: object, geo: GatherGeometry) -> np.ndarray:
         if kept.size:
             raise ValueError(f"GatherElements pickle: expected an empty index (outer {geo.outer}), got shape "
                              f"{kept.shape}")
-        return np.zeros(0, geo.index_dtype)
+        return np.zeros(0, geo.index_dtype).reshape(_checked_index_shape(index_shape, geo))
     if kept.shape[0] < 1 or geo.outer_size % kept.shape[0] or kept.shape[1] != row:
         raise ValueError(f"GatherElements pickle: an index of shape {kept.shape} does not fit the geometry (expected "
                          f"[a divisor of {geo.outer_size}, {row}])")
     if kept.size and (kept.min() < 0 or kept.max() >= geo.src_count):
         raise ValueError(f"GatherElements pickle: index values in [{kept.min()}, {kept.max()}] are outside "
                          f"[0, src_count = {geo.src_count})")
-    full = np.tile(kept, (geo.outer_size // kept.shape[0], 1)).reshape(-1)
-    return np.ascontiguousarray(full, geo.index_dtype)
+    shape = _checked_index_shape(index_shape, geo)
+    full = np.tile(kept, (geo.outer_size // kept.shape[0], 1))
+    return np.ascontiguousarray(full, geo.index_dtype).reshape(shape)
+
+
+def _checked_index_shape(index_shape: object, geo: GatherGeometry) -> tuple:
+    """index_shape, a tuple of sizes of the geometry's index element count (ValueError otherwise)."""
+    if not isinstance(index_shape, tuple) or \
+            not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in index_shape) or \
+            math.prod(index_shape) != geo.idx_size:
+        raise ValueError(f"GatherElements pickle: index shape {index_shape!r:.80} does not fit {geo.idx_size} "
+                         f"index elements")
+    return index_shape
 
 
 def as_indices(indices: object) -> np.ndarray:

@@ -64,6 +64,17 @@ SYNET_INLINE float deq_f32_float(f32_t x, float high, float low, int zero)
     return x;
 }
 
+/* a' + b' with a NaN a' giving its own NaN (quieted), whatever b' is: x86 keeps the first operand's NaN of
+   two, and the compiler may put either first (float32 + float32 -> float32 gave b's NaN in the vectors and
+   a's in the tail, and a's vectors at AVX2) */
+#define nan_first_sum(x, y) _Generic((x), double: nan_first_sum_d, default: nan_first_sum_f)(x, y)
+SYNET_INLINE double nan_first_sum_d(double x, double y) { return x != x ? x + x : x + y; }
+SYNET_INLINE float nan_first_sum_f(float x, float y) { return x != x ? x + x : x + y; }
+/* a' + b' for a of type A: a quantised a' is never NaN (its scale is finite) */
+#define SUM_u8(x, y) ((x) + (y))
+#define SUM_i8(x, y) ((x) + (y))
+#define SUM_f32(x, y) nan_first_sum(x, y)
+
 /* the scale arguments of deq_*_double and deq_*_float from a synet_qadd_consts */
 #define DOUBLE_A(k) (k)->a_scale
 #define DOUBLE_B(k) (k)->b_scale
@@ -80,14 +91,14 @@ SYNET_INLINE float deq_f32_float(f32_t x, float high, float low, int zero)
         if (a_scalar) {                                                                                          \
             const ACC c = deq_##A##_##ACC(a[0], KA(k), za);                                                      \
             for (synet_size i = 0; i < n; ++i)                                                                   \
-                v[i] = (float)(c + deq_##B##_##ACC(b[i], KB(k), zb));                                            \
+                v[i] = (float)SUM_##A(c, deq_##B##_##ACC(b[i], KB(k), zb));                                            \
         } else if (b_scalar) {                                                                                   \
             const ACC c = deq_##B##_##ACC(b[0], KB(k), zb);                                                      \
             for (synet_size i = 0; i < n; ++i)                                                                   \
-                v[i] = (float)(deq_##A##_##ACC(a[i], KA(k), za) + c);                                            \
+                v[i] = (float)SUM_##A(deq_##A##_##ACC(a[i], KA(k), za), c);                                            \
         } else {                                                                                                 \
             for (synet_size i = 0; i < n; ++i)                                                                   \
-                v[i] = (float)(deq_##A##_##ACC(a[i], KA(k), za) + deq_##B##_##ACC(b[i], KB(k), zb));             \
+                v[i] = (float)SUM_##A(deq_##A##_##ACC(a[i], KA(k), za), deq_##B##_##ACC(b[i], KB(k), zb));             \
         }                                                                                                        \
     }
 #define VALUES_BOTH(A, B)                  \
@@ -430,6 +441,12 @@ SYNET_INLINE synet_size fused_loop(const char *a, const char *b, void *dst, syne
             const fvec x = a_scalar ? va : fused_deq(a + o * ea, ta, ha, la, za);
             const fvec y = b_scalar ? vb : fused_deq(b + o * eb, tb, hb, lb, zb);
             fvec v = I(add_ps)(x, y);
+            if (out == SYNET_QADD_F32 && ta == SYNET_QADD_F32) /* a NaN a' gives its own NaN (nan_first_sum) */
+#if SYNET_AVX512
+                v = _mm512_mask_add_ps(v, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x, x);
+#else
+                v = _mm256_blendv_ps(v, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+#endif
             if (relu)
                 v = I(max_ps)(zero, v);
             if (out == SYNET_QADD_F32) {
@@ -674,14 +691,14 @@ static void lut_row(const synet_qadd_plan *p, const uint8_t *a, const uint8_t *b
         if (a_scalar) {                                                                                          \
             const A##_t x = a[0];                                                                                \
             for (synet_size i = 0; i < n; ++i)                                                                   \
-                v[i] = (float)(deq_##A##_##ACC(x, KA(i), za[i]) + deq_##B##_##ACC(b[i], KB(i), zb[i]));          \
+                v[i] = (float)SUM_##A(deq_##A##_##ACC(x, KA(i), za[i]), deq_##B##_##ACC(b[i], KB(i), zb[i]));          \
         } else if (b_scalar) {                                                                                   \
             const B##_t y = b[0];                                                                                \
             for (synet_size i = 0; i < n; ++i)                                                                   \
-                v[i] = (float)(deq_##A##_##ACC(a[i], KA(i), za[i]) + deq_##B##_##ACC(y, KB(i), zb[i]));          \
+                v[i] = (float)SUM_##A(deq_##A##_##ACC(a[i], KA(i), za[i]), deq_##B##_##ACC(y, KB(i), zb[i]));          \
         } else {                                                                                                 \
             for (synet_size i = 0; i < n; ++i)                                                                   \
-                v[i] = (float)(deq_##A##_##ACC(a[i], KA(i), za[i]) + deq_##B##_##ACC(b[i], KB(i), zb[i]));       \
+                v[i] = (float)SUM_##A(deq_##A##_##ACC(a[i], KA(i), za[i]), deq_##B##_##ACC(b[i], KB(i), zb[i]));       \
         }                                                                                                        \
     }
 #define LANE_VALUES_BOTH(A, B)                                 \
