@@ -20,7 +20,6 @@ from synet._csrc cimport (
 from synet._fastpath cimport data_of, is_operand, is_output, new_array, new_like, overlaps, same_shape
 from synet._kernels cimport call_threads, kernel_level, vector_gather_preferred
 
-
 import numpy as np
 
 from . import _gather_plan as planning
