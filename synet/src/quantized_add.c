@@ -91,17 +91,17 @@ SYNET_INLINE float nan_first_sum_f(float x, float y) { return x != x ? x + x : x
         if (a_scalar) {                                                                                          \
             const ACC c = deq_##A##_##ACC(a[0], KA(k), za);                                                      \
             for (synet_size i = 0; i < n; ++i)                                                                   \
-                v[i] = (float)SUM_##A(c, deq_##B##_##ACC(b[i], KB(k), zb));                                            \
+                v[i] = (float)SUM_##A(c, deq_##B##_##ACC(b[i], KB(k), zb));                                      \
         } else if (b_scalar) {                                                                                   \
             const ACC c = deq_##B##_##ACC(b[0], KB(k), zb);                                                      \
             for (synet_size i = 0; i < n; ++i)                                                                   \
-                v[i] = (float)SUM_##A(deq_##A##_##ACC(a[i], KA(k), za), c);                                            \
+                v[i] = (float)SUM_##A(deq_##A##_##ACC(a[i], KA(k), za), c);                                      \
         } else {                                                                                                 \
             for (synet_size i = 0; i < n; ++i)                                                                   \
-                v[i] = (float)SUM_##A(deq_##A##_##ACC(a[i], KA(k), za), deq_##B##_##ACC(b[i], KB(k), zb));             \
+                v[i] = (float)SUM_##A(deq_##A##_##ACC(a[i], KA(k), za), deq_##B##_##ACC(b[i], KB(k), zb));       \
         }                                                                                                        \
     }
-#define VALUES_BOTH(A, B)                  \
+#define VALUES_BOTH(A, B)                    \
     VALUES(A, B, double, DOUBLE_A, DOUBLE_B) \
     VALUES(A, B, float, FLOAT_A, FLOAT_B)
 VALUES_BOTH(u8, u8)
@@ -691,14 +691,14 @@ static void lut_row(const synet_qadd_plan *p, const uint8_t *a, const uint8_t *b
         if (a_scalar) {                                                                                          \
             const A##_t x = a[0];                                                                                \
             for (synet_size i = 0; i < n; ++i)                                                                   \
-                v[i] = (float)SUM_##A(deq_##A##_##ACC(x, KA(i), za[i]), deq_##B##_##ACC(b[i], KB(i), zb[i]));          \
+                v[i] = (float)SUM_##A(deq_##A##_##ACC(x, KA(i), za[i]), deq_##B##_##ACC(b[i], KB(i), zb[i]));    \
         } else if (b_scalar) {                                                                                   \
             const B##_t y = b[0];                                                                                \
             for (synet_size i = 0; i < n; ++i)                                                                   \
-                v[i] = (float)SUM_##A(deq_##A##_##ACC(a[i], KA(i), za[i]), deq_##B##_##ACC(y, KB(i), zb[i]));          \
+                v[i] = (float)SUM_##A(deq_##A##_##ACC(a[i], KA(i), za[i]), deq_##B##_##ACC(y, KB(i), zb[i]));    \
         } else {                                                                                                 \
             for (synet_size i = 0; i < n; ++i)                                                                   \
-                v[i] = (float)SUM_##A(deq_##A##_##ACC(a[i], KA(i), za[i]), deq_##B##_##ACC(b[i], KB(i), zb[i]));       \
+                v[i] = (float)SUM_##A(deq_##A##_##ACC(a[i], KA(i), za[i]), deq_##B##_##ACC(b[i], KB(i), zb[i])); \
         }                                                                                                        \
     }
 #define LANE_VALUES_BOTH(A, B)                                 \
