@@ -61,7 +61,7 @@ cdef int gather_run(const GatherPlan* plan, const void* src, const void* idx, vo
             not _bytes_fit(plan.outer, plan.src_count, plan.inner):
         return SYNET_VALUE_ERROR
     job.outer, job.src_count, job.inner, job.idx_count = plan.outer, plan.src_count, plan.inner, plan.idx_count
-    if job.outer * job.idx_count * job.inner == 0:
+    if job.outer == 0 or job.idx_count == 0 or job.inner == 0:   # (a product of the others may not fit)
         return SYNET_OK
     if analysed:
         if plan.offsets == NULL or plan.period < 1:

@@ -287,6 +287,13 @@ def _in_memory_order(convert, x, out, *args):
     return run_in_memory_order(order, lambda view, out_view: convert(view, out_view, *args), (x,), out, x.shape)
 
 
+cdef inline bint in_place(object out, object x) noexcept:
+    """out is x's own memory, element for element (round_to_bfloat16(x, out=x): each output replaces its own
+    input, read first); any other overlap wrote outputs over input not yet read."""
+    return cnp.PyArray_DATA(<cnp.ndarray>out) == cnp.PyArray_DATA(<cnp.ndarray>x) and \
+        cnp.PyArray_ITEMSIZE(<cnp.ndarray>out) == cnp.PyArray_ITEMSIZE(<cnp.ndarray>x)
+
+
 def _round_to_bf16(x, out, rounding, n_threads, tuple out_dtypes):
     """Round `x` to bfloat16 into `out` (or a new array of out_dtypes[0], laid out as `x` when it is a
     transposed or Fortran-ordered array, else C-ordered)."""
@@ -309,7 +316,7 @@ def _round_to_bf16(x, out, rounding, n_threads, tuple out_dtypes):
     if out is None:
         out = new_array(out_dtypes[0], cnp.PyArray_NDIM(<cnp.ndarray>array), cnp.PyArray_DIMS(<cnp.ndarray>array))
     elif not (is_output(out, out_dtypes[0], out_dtypes[len(out_dtypes) - 1], n) and same_shape(out, array) and
-              not overlaps(out, array)):
+              (not overlaps(out, array) or in_place(out, array))):
         out = check_out(out, array.shape, out_dtypes, {"x": array})   # (overlapping: raises)
     cdef int itemsize = cnp.PyArray_ITEMSIZE(<cnp.ndarray>out)
     cdef char* dst = <char*>cnp.PyArray_DATA(<cnp.ndarray>out)

@@ -607,7 +607,7 @@ cdef object _shared_memory_order(a, b, activation, axis, bint per_tensor):
         return None
     try:
         if a.shape != b.shape:   # (1.2 us)
-            np.broadcast_shapes(a.shape, b.shape)
+            planning.broadcast_shapes(a.shape, b.shape, "a", "b")
         if planning.as_activation(activation, "activation") == Activation.PRELU:
             return None
     except ValueError:
@@ -683,7 +683,7 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
                         activation_params=activation_params, out=o, n_threads=n_threads,
                         axis=order.index(axis % rank) if -rank <= axis < rank else axis),
                     (_with_rank(a, rank), _with_rank(b, rank)),
-                    out, None if out is None else np.broadcast_shapes(a.shape, b.shape))
+                    out, None if out is None else planning.broadcast_shapes(a.shape, b.shape, "a", "b"))
             except ValueError:
                 result = None   # checked again below, where the message names the caller's shapes
             if result is not None:

@@ -190,8 +190,10 @@ def _exact(part):
     a NaN slope of one sign reused the other's results), inside lists, tuples and dicts too."""
     if isinstance(part, (float, np.floating)):
         return ("float", _INT_BITS.unpack(_FLOAT_BITS.pack(float(part)))[0])
-    if isinstance(part, (list, tuple)):
-        return type(part)(_exact(p) for p in part)
+    if isinstance(part, tuple):   # (a named tuple's fields too: its constructor takes no iterable)
+        return tuple(_exact(p) for p in part)
+    if isinstance(part, list):
+        return [_exact(p) for p in part]
     if isinstance(part, dict):
         return {k: _exact(v) for k, v in part.items()}
     return part

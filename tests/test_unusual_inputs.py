@@ -83,13 +83,17 @@ def test_bfloat16_rounding_reads_byte_swapped_float32_as_numbers(convert):
 
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_bfloat16_conversions_refuse_an_out_overlapping_x(n_threads):
-    """Written in place, the output's first words overwrote input not yet read (results depended on the
-    thread count); gather_elements and quantized_add refuse such an out, so these do too."""
+    """Written over x at another place or width, the outputs overwrote input not yet read (results depended on
+    the thread count): ValueError. round_to_bfloat16 into x itself, each output over its own input, works."""
     x = np.arange(1, 100001, dtype=np.float32)
     with pytest.raises(ValueError, match="out: must not overlap x"):
         synet.float32_to_bfloat16(x, out=x.view(np.uint16)[:100000], n_threads=n_threads)
     with pytest.raises(ValueError, match="out: must not overlap x"):
-        synet.round_to_bfloat16(x, out=x, n_threads=n_threads)
+        synet.round_to_bfloat16(x[1:], out=x[:-1], n_threads=n_threads)
+    expected = synet.round_to_bfloat16(x * np.float32(1.01))
+    y = x * np.float32(1.01)
+    assert synet.round_to_bfloat16(y, out=y, n_threads=n_threads) is y
+    assert bits(y) == bits(expected)
     buf = np.zeros(200000, np.uint16)
     with pytest.raises(ValueError, match="out: must not overlap x"):
         synet.bfloat16_to_float32(buf[:100000], out=buf.view(np.float32), n_threads=n_threads)
@@ -168,6 +172,12 @@ def test_errors_name_what_the_caller_gave():
     context = synet.GatherElements("f32", "i32", False, 1, [2], 0, 1, 3)
     with pytest.raises(IndexError, match=r"out of range \(the axis has size 0\)"):
         context.forward(np.zeros(0, np.float32), np.zeros(6, np.int32))
+    transposed = np.ones((1,) * 30 + (2, 3), np.uint8).T   # (the memory-order paths broadcast first)
+    with pytest.raises(ValueError, match="b: expected at most 32 dimensions"):
+        synet.quantized_add(transposed, np.ones((1,) * 33, np.uint8))
+    wide = np.ones((1,) * 31 + (2, 3), np.uint8).T
+    with pytest.raises(ValueError, match="a: expected at most 32 dimensions"):
+        synet.quantized_add(wide, wide.copy(order="K"), out=np.empty((1,) * 31 + (2, 3), np.uint8).T)
     for a_shape, b_shape, name in (((1,) * 40, (1,), "a"), ((1,), (1,) * 33, "b")):
         with pytest.raises(ValueError, match=f"{name}: expected at most 32 dimensions"):
             synet.quantized_add(np.ones(a_shape, np.uint8), np.ones(b_shape, np.uint8))
@@ -197,7 +207,7 @@ def _leaky(slope):
 
 def test_plan_cache_keys_parameters_by_value():
     """Arrays of objects were keyed by their bytes (pointers: a freed float's address came back with another
-    value), ml_dtypes' 1-byte floats by dtype.str ('<V1' for all of them), NaNs of either sign alike (hex())."""
+    value), ml_dtypes' 1-byte floats by dtype.str ('<V1' for all of them); NaNs of either sign keep theirs."""
     for i in range(1, 6):
         slope = np.array([i / 4], dtype=object)
         assert _leaky(slope) == (np.float32(-i / 4).view(np.uint32),) * 2
@@ -238,6 +248,7 @@ def test_gather_c_api_refuses_sizes_whose_product_wraps():
     assert gather(src.ctypes.data, idx.ctypes.data, dst.ctypes.data, 2**61, 3, 4, 2, 4, 4, 1) == 1   # VALUE_ERROR
     assert (dst == -7).all()
     assert gather(src.ctypes.data, idx.ctypes.data, dst.ctypes.data, 2, 3, 4, 1, 4, 4, 1) == 0   # OK
+    assert gather(src.ctypes.data, idx.ctypes.data, dst.ctypes.data, 2**40, 1, 0, 2**40, 4, 4, 1) == 0   # empty
 
 
 def test_dask_graphs_of_nan_slopes_of_either_sign_differ():
@@ -270,13 +281,27 @@ for act in ("identity", "relu", "elu"):
 
 
 @pytest.mark.parametrize("level", ["", "avx2", "baseline"])
-def test_quantized_add_nan_sum_is_a_nan_at_every_level(level):
+def test_quantized_add_nan_sum_is_a_nan_at_every_level(level, tmp_path):
     """a' + b' of two NaNs gives a's (quieted), in the vectors and in the tail, at every level: x86 keeps the
     first operand's NaN and the compiler put either first (b's in the vectors, a's in the tail; a's at AVX2)."""
     import os
     import subprocess
     import sys
     env = dict(os.environ, SYNET_MAX_ISA=level) if level else dict(os.environ)
-    run = subprocess.run([sys.executable, "-c", NAN_SUM], env=env, capture_output=True, text=True, timeout=120)
+    run = subprocess.run([sys.executable, "-c", NAN_SUM], env=env, capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)   # (not the source tree: the installed synet)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["identity", "True", "relu", "True", "elu", "True"]
+
+
+def test_dask_takes_named_tuples():
+    """synet.dask's token of the arguments rebuilt tuples by their type: a named tuple's constructor failed."""
+    da = pytest.importorskip("dask.array")
+    import collections
+
+    import synet.dask
+    size = collections.namedtuple("size", "d h w")
+    x = np.ones((2, 1, 3, 3, 3), np.float32)
+    w = np.ones((1, 1, 2, 2, 2), np.float32)
+    y = synet.dask.conv_transpose3d(da.from_array(x, chunks=1), w, stride=size(2, 2, 2))
+    assert bits(y.compute(scheduler="sync")) == bits(synet.conv_transpose3d(x, w, stride=(2, 2, 2)))
