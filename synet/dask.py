@@ -37,7 +37,6 @@ import collections
 import math
 import multiprocessing
 import pickle
-import struct
 import threading
 import weakref
 
@@ -45,7 +44,7 @@ import numpy as np
 
 import synet
 
-from . import _deconvolution, _deconvolution_plan, _gather_plan
+from . import _cache, _deconvolution, _deconvolution_plan, _gather_plan
 from ._kernels import resolve_num_threads
 from ._types import Activation, as_activation
 
@@ -189,7 +188,7 @@ def _exact(part):
     """A token part with its floats as their bits (dask's tokenize gives +NaN and -NaN one token: a graph of
     a NaN slope of one sign reused the other's results), inside lists, tuples and dicts too."""
     if isinstance(part, (float, np.floating)):
-        return ("float", _INT_BITS.unpack(_FLOAT_BITS.pack(float(part)))[0])
+        return _cache.key_of(part)   # (its bits)
     if isinstance(part, tuple):   # (a named tuple's fields too: its constructor takes no iterable)
         return tuple(_exact(p) for p in part)
     if isinstance(part, list):
@@ -197,9 +196,6 @@ def _exact(part):
     if isinstance(part, dict):
         return {k: _exact(v) for k, v in part.items()}
     return part
-
-
-_FLOAT_BITS, _INT_BITS = struct.Struct("<d"), struct.Struct("<q")
 
 
 def _shared(value, *token_parts, keep: bool = False):
