@@ -121,7 +121,10 @@ def probe(seed: int = 0) -> dict[str, np.ndarray]:
                         dst_dtype=types[t], activation=act)
     # Deconvolution: both layouts, FP32 / BF16 in and out, every activation, GEMM, depthwise and (channels first,
     # few output channels) planar, 1 and 2 threads
-    for fmt in ("NCHW", "NHWC"):
+    # (NaNs of both signs and payloads, and infinities, in inputs and weights: a sum meeting NaNs of both signs)
+    specials = np.array([0x7FC00000, 0xFFC00000, 0x7FA50000, 0xFF812345, 0x7F800000, 0xFF800000],
+                        np.uint32).view(np.float32)
+    for fmt, nonfinite in (("NCHW", False), ("NHWC", False), ("NCHW", True), ("NHWC", True)):
         for src_c, dst_c, group, kernel, stride, width in (
                 (24, 40, 1, 4, 2, 11), (40, 36, 1, 3, 1, 11), (64, 64, 1, 1, 1, 11), (16, 16, 16, 4, 2, 11),
                 (20, 20, 20, 3, 1, 11), (12, 20, 2, 2, 2, 11), (70, 24, 1, 2, 2, 11), (10, 12, 1, 3, 1, 11),
@@ -129,15 +132,18 @@ def probe(seed: int = 0) -> dict[str, np.ndarray]:
                 (16, 20, 2, 4, 2, 40), (8, 8, 1, 2, 2, 24)):   # last two in blocks of output channels, NCHW only)
             x = rng.standard_normal((2, src_c, 9, width)).astype(np.float32)
             w = rng.standard_normal((src_c, dst_c // group, kernel, kernel)).astype(np.float32)
+            if nonfinite:
+                x.reshape(-1)[::29] = np.resize(specials, x.reshape(-1)[::29].size)
+                w.reshape(-1)[::37] = np.resize(specials[::-1], w.reshape(-1)[::37].size)
             if fmt == "NHWC":
                 x, w = x.transpose(0, 2, 3, 1).copy(), w.transpose(0, 2, 3, 1).copy()
             bias = rng.standard_normal(dst_c).astype(np.float32)
-            for act in ACTIVATIONS:
+            for act in ("identity", "relu", "elu") if nonfinite else ACTIVATIONS:
                 for src_type, out_dtype in (("f32", np.float32), ("bf16", ml_dtypes.bfloat16)):
                     xs = x.astype(ml_dtypes.bfloat16) if src_type == "bf16" else x
-                    for threads in (1, 2):
+                    for threads in (1,) if nonfinite else (1, 2):
                         key = f"deconv {fmt} {src_c}->{dst_c} g{group} k{kernel} s{stride} {act} {src_type} " \
-                              f"{np.dtype(out_dtype).name} t{threads}"
+                              f"{np.dtype(out_dtype).name} t{threads}{' nonfinite' if nonfinite else ''}"
                         out[key] = synet.conv_transpose2d(
                             xs, w, bias, stride, kernel // 2 if stride > 1 else 0, groups=group, layout=fmt,
                             activation=act, activation_params=act_params(act, dst_c, rng), out_dtype=out_dtype,
@@ -167,6 +173,10 @@ def probe(seed: int = 0) -> dict[str, np.ndarray]:
         xs, ws = (x, w) if fmt == "NCHW" else (x.transpose(0, 2, 3, 1).copy(), w.transpose(0, 2, 3, 1).copy())
         out[f"deconv {fmt} streamed"] = synet.conv_transpose2d(xs, ws, bias, 2, layout=fmt, activation="relu",
                                                                n_threads=2)
+        xs, ws = xs.copy(), ws.copy()
+        xs.reshape(-1)[::997] = np.resize(specials, xs.reshape(-1)[::997].size)
+        ws.reshape(-1)[::41] = np.resize(specials[::-1], ws.reshape(-1)[::41].size)
+        out[f"deconv {fmt} streamed nonfinite"] = synet.conv_transpose2d(xs, ws, bias, 2, layout=fmt, n_threads=2)
     return {k: np.ascontiguousarray(v).view(np.uint8).reshape(-1) for k, v in out.items()}
 
 

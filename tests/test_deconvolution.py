@@ -38,10 +38,19 @@ def to_nchw(a):
     return np.ascontiguousarray(a.transpose(0, 3, 1, 2))
 
 
+def assert_nans_canonical(y):
+    """Every NaN of a transposed convolution's output is the one quiet NaN 0xFFC00000 (BF16 0xFFC0)."""
+    y = np.asarray(y)
+    bits = y.view(np.uint16 if y.dtype == BF16 else np.uint32)[np.isnan(y.astype(np.float32))]
+    canonical = 0xFFC0 if y.dtype == BF16 else 0xFFC00000
+    assert (bits == canonical).all(), sorted({hex(b) for b in bits.tolist()})
+
+
 def run_case(fmt, n, cg_in, cg_out, groups, hw, kernel, stride, dilation, pads, src_bf16, dst_bf16, act, bias,
-             seed, compat=0, n_threads=1, params=None, bad_weights=()):
+             seed, compat=0, n_threads=1, params=None, bad_weights=(), bad_inputs=(), bad_bias=()):
     """One context against the reference. pads (top, left, bottom, right): a negative bottom/right is
-    PyTorch's output_padding. bad_weights: (position in [0, 1) of the flat weights, value) replacements."""
+    PyTorch's output_padding. bad_weights / bad_inputs / bad_bias: (position in [0, 1) of the flat weights /
+    input / bias, value) replacements (a value of NaN bits: np.uint32)."""
     rng = np.random.default_rng(seed)
     pads = (pads,) * 4 if isinstance(pads, int) else tuple(pads)
     c_in, c_out = cg_in * groups, cg_out * groups
@@ -50,8 +59,10 @@ def run_case(fmt, n, cg_in, cg_out, groups, hw, kernel, stride, dilation, pads, 
     b = rng.standard_normal(c_out).astype(np.float32) if bias else None
     if act == Activation.PRELU:
         params = rng.uniform(-1, 1, c_out).astype(np.float32)
-    for position, value in bad_weights:
-        w.reshape(-1)[int(position * w.size)] = value
+    for array, replacements in ((w, bad_weights), (x, bad_inputs), (b, bad_bias if bias else ())):
+        for position, value in replacements:
+            flat = array.reshape(-1).view(np.uint32) if isinstance(value, np.uint32) else array.reshape(-1)
+            flat[int(position * array.size)] = value
     ends = (max(pads[2], 0), max(pads[3], 0))
     conv = ConvParams.deconvolution(c_in, hw[0], hw[1], c_out, kernel, stride, dilation, (*pads[:2], *ends), groups,
                                     act, "bf16" if src_bf16 else "f32", "bf16" if dst_bf16 else "f32", fmt)
@@ -71,6 +82,7 @@ def run_case(fmt, n, cg_in, cg_out, groups, hw, kernel, stride, dilation, pads, 
     ref, mag = reference_nd(bf16_round(x), bf16_round(w), b, stride, pads[:2], pads[2:], dilation, groups)
     ref = activate(ref, act, params)   # (params None: the defaults; taken as FP32, as the op does)
     assert_close(to_nchw(y) if nhwc else y, ref, mag, dst_bf16, activation_slope(act, params))
+    assert_nans_canonical(y)
     return d, xs, y
 
 
@@ -113,6 +125,9 @@ def has_border(dst, src, kernel, stride, dilation, pad_begin):
 
 
 BAD_VALUES = [np.nan, np.inf, -np.inf, 3.4e38, -3.4e38]   # ±3.4e38: finite FP32, ±inf in BF16
+# NaNs of both signs, quiet and signalling, with payloads (the bits of float32 NaNs), and infinities
+BAD_INPUTS = [np.uint32(0x7FC00000), np.uint32(0xFFC00000), np.uint32(0x7FA50000), np.uint32(0xFF812345),
+              np.uint32(0x7FC00001), np.inf, -np.inf]
 
 
 @st.composite
@@ -138,6 +153,17 @@ def test_nonfinite_weights_match_reference(case):
     borders = has_border(conv.dst_h, conv.src_h, conv.kernel_y, conv.stride_y, conv.dilation_y, conv.pad_y) or \
         has_border(conv.dst_w, conv.src_w, conv.kernel_x, conv.stride_x, conv.dilation_x, conv.pad_x)
     assert ("exact borders" in d.info()) == borders, d.info()
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # the reference's inf − inf, 0·inf
+@given(nonfinite_cases(), st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.sampled_from(BAD_INPUTS)),
+                                   min_size=1, max_size=6),
+       st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.sampled_from(BAD_INPUTS)), max_size=2))
+def test_nonfinite_inputs_give_the_canonical_nan(case, bad_inputs, bad_bias):
+    """NaNs of either sign and payload and infinities in the input (and weights, and bias): the NaN mask and
+    infinities equal the reference's, and every NaN output is 0xFFC00000 (x86 keeps the first operand's NaN of
+    two, and each level orders a sum's operands its own way: NaNs of both signs met in one sum gave either)."""
+    run_case(**case, bad_inputs=bad_inputs, bad_bias=bad_bias)
 
 
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
@@ -311,7 +337,7 @@ def test_depthwise_channels_last_tiles_stored_to_dst(channels, act, dst_bf16, ba
 @pytest.mark.parametrize("act", ["identity", "relu"])
 def test_depthwise_bf16_outputs_rounded_as_stored(layout, channels, width, stride, act):
     """Depthwise BF16 outputs with IDENTITY / RELU are rounded as the kernels store them (nearest-even,
-    NaN quieted with its sign): bit for bit the FP32 output rounded by float32_to_bfloat16, on vectors
+    every NaN the canonical 0xFFC0): bit for bit the FP32 output rounded by float32_to_bfloat16, on vectors
     and tails, channels whose output is the bias alone (values on BF16 ties, a subnormal, a negative NaN),
     inf and NaN from the source; no element around the output is written."""
     rng = np.random.default_rng(channels * width + stride)
@@ -341,10 +367,10 @@ def test_depthwise_bf16_outputs_rounded_as_stored(layout, channels, width, strid
 @pytest.mark.parametrize("channels, kernel, stride", [(32, 1, 1), (32, 2, 2), (48, 4, 2), (8, 3, 2)])
 def test_gemm_bf16_outputs_rounded_as_stored(layout, channels, kernel, stride):
     """BF16 outputs of the GEMM kernels (AMX from 16 input channels where the CPU has it, else the FP32
-    micro-kernel) are rounded as float32_to_bfloat16 rounds: nearest-even, a NaN quieted with its sign, a
-    subnormal kept (the levels with AVX512-BF16 round by vcvtneps2bf16, which flushes subnormals and keeps
-    NaN payloads, so those vectors go the integer way). Bit for bit the FP32 output rounded; output channels
-    whose value is the bias alone (values on ties, subnormals, NaNs with payloads) give the expected bits;
+    micro-kernel) are rounded as float32_to_bfloat16 rounds: nearest-even, every NaN the canonical 0xFFC0, a
+    subnormal kept (the levels with AVX512-BF16 round by vcvtneps2bf16, which flushes subnormals, so those
+    vectors go the integer way). Bit for bit the FP32 output rounded; output channels whose value is the bias
+    alone (values on ties, subnormals, NaNs with payloads and signs) give the expected bits;
     the NaNs in other channels' vectors than the subnormals (channels last: a NaN sends its whole vector the
     integer way)."""
     rng = np.random.default_rng(channels + 10 * kernel + stride)
@@ -362,7 +388,7 @@ def test_gemm_bf16_outputs_rounded_as_stored(layout, channels, kernel, stride):
     y16 = conv_transpose2d(x, w, bias, out_dtype="bf16", **kwargs).view(np.uint16)
     assert np.array_equal(y16, float32_to_bfloat16(y32).view(np.uint16))
     corner = y16[:, alone] if layout == "NCHW" else np.moveaxis(y16[..., alone], -1, 1)
-    expected = np.array([0x3F82, 0x3F80, 0x0002, 0x8001, 0x7FC0, 0xFFC0], np.uint16)
+    expected = np.array([0x3F82, 0x3F80, 0x0002, 0x8001, 0xFFC0, 0xFFC0], np.uint16)
     assert (corner.reshape(2, 6, -1) == expected[None, :, None]).all()
 
 
@@ -422,7 +448,7 @@ def test_nchw_stride2_rows_match_nhwc(pad_left, kernel, act, dst):
 @pytest.mark.parametrize("stride", [1, 2])
 def test_bf16_input_nan_payloads_kept(stride):
     """A BF16 input's NaNs enter the channels-last image as they are (NCHW: transposed in registers; NHWC:
-    copied), so both layouts give the same bits, NaNs and their payloads included."""
+    copied), so both layouts give the same bits (every NaN output the canonical one)."""
     cin, cout, h, w = 20, 24, 5, 13
     rng = np.random.default_rng(31)
     x = rng.standard_normal((1, cin, h, w)).astype(np.float32).astype(BF16)

@@ -126,7 +126,7 @@ SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, 
                 if (stream)
                     stream_vf(d32 + m * mstep + VW * v, x);
                 else
-                    *(vfloat_u *)(void *)(d32 + m * mstep + VW * v) = x;
+                    store_vf(d32, m * mstep + VW * v, x, 0);
             }
         return;
     }
@@ -620,7 +620,8 @@ SYNET_INLINE void half_store(void *dst, synet_size o, int q0, int q1, __m256 v, 
         store_vf(dst, o, v, bf16);
     } else if (!bf16) {
         if (q0 < q1)
-            _mm256_maskstore_ps((float *)dst + o, _mm256_andnot_si256(synet_mask8(q0), synet_mask8(q1)), v);
+            _mm256_maskstore_ps((float *)dst + o, _mm256_andnot_si256(synet_mask8(q0), synet_mask8(q1)),
+                                canonical_nan_vf(v));
     } else {
         float lanes[8];
         _mm256_storeu_ps(lanes, v);

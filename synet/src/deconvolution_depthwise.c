@@ -8,6 +8,16 @@
  */
 #include "deconvolution_level.h"
 
+/* On x86 every NaN these kernels make is the canonical one (canonical_nan_vf) already: their FP32 source copy,
+   weights table and bias hold canonical NaNs only, and x86's arithmetic passes such a NaN on or makes its default
+   NaN, the same bits. So the stores of their own sums skip canonical_nan_vf (D4 took 1.09x the time with it);
+   elsewhere the default NaN is another one. */
+#if defined(__x86_64__) || defined(__i386__)
+#define store_sums store_vf_as_is
+#else
+#define store_sums store_vf
+#endif
+
 #define DW_COLS 1024 /* output columns of one channels-first row assembled at a time */
 #define DW_BUFFER 2048 /* floats a channel of the row buffer: 16 rows of 128, 8 of 256 (4 rows a phase, as
                           planar_rows' blocks want; with 1024, NHWC 64 -> 1 at 64 x 64 2.1x slower) */
@@ -289,8 +299,8 @@ SYNET_INLINE void store_pair(void *out, int64_t at, vfloat a, vfloat b, vfloat b
         return;
     }
 #endif
-    store_vf(out, at, __builtin_shufflevector(a, b, INTERLEAVE_LO), BF16);
-    store_vf(out, at + VW, __builtin_shufflevector(a, b, INTERLEAVE_HI), BF16);
+    store_sums(out, at, __builtin_shufflevector(a, b, INTERLEAVE_LO), BF16);
+    store_sums(out, at + VW, __builtin_shufflevector(a, b, INTERLEAVE_HI), BF16);
 }
 
 /* SHARE 2: a pair of 4-tap phases that shares as shared_pair_sums takes it and whose taps 2 and 3 read
@@ -423,7 +433,7 @@ SYNET_INLINE void planar_block_rows(phase_rows *q, int64_t full, int bf16, const
     const int mode = q->mode;
     vfloat bias[PLANAR_OUT_MAX];
     for (int k = 0; k < CO; ++k)
-        bias[k] = mode ? splat(q->bias[k]) : (vfloat){};
+        bias[k] = mode ? splat(canonical_nan_f(q->bias[k])) : (vfloat){};
     vfloat a[PLANAR_SUMS], b[PLANAR_SUMS];
     for (int64_t r = 0; r < rows; r += R)
         for (int64_t x = 0; x < blocks; x += step) {
@@ -443,7 +453,7 @@ SYNET_INLINE void planar_block_rows(phase_rows *q, int64_t full, int bf16, const
                         if (pair)
                             store_pair(q->out, o, a[m], b[m], bias[k], mode, bf16);
                         else
-                            store_vf(q->out, o, finish(a[m], bias[k], mode), bf16);
+                            store_sums(q->out, o, finish(a[m], bias[k], mode), bf16);
                     }
         }
     q->done_rows = rows;
@@ -517,7 +527,7 @@ SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT, c
     const int64_t per = pair ? 2 * VW : VW, nout = q->nout;
     /* (read before the first store: the stores to out could alias q's fields) */
     const int mode = q->mode;
-    const vfloat bias = mode ? splat(*q->bias) : (vfloat){};
+    const vfloat bias = mode ? splat(canonical_nan_f(*q->bias)) : (vfloat){};
     void *const out = q->out;
     const int64_t full = nout - nout % per; /* outputs in whole vectors */
     if (SHARE == 2) {
@@ -537,7 +547,7 @@ SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT, c
             if (pair)
                 store_pair(out, o + x, a, b, bias, mode, BF16);
             else
-                store_vf(out, o + x, finish(a, bias, mode), BF16);
+                store_sums(out, o + x, finish(a, bias, mode), BF16);
         }
         if (x < nout) { /* the row's last, part-filled vectors (AVX-512: masked stores; a lane at a time, 8 x 8
                            -> 16 x 16, 8 -> 8, k2 s2 planar took 1.9x the time) */
@@ -802,7 +812,7 @@ SYNET_INLINE void channels_last_vectors(const float *s, synet_size C, const int6
             wv[t][v] = v < nv ? load_vf(w + t * C + v * VW) : (vfloat){};
     }
     for (int v = 0; v < DW_NV; ++v)
-        bv[v] = MODE && v < nv ? load_vf(bias + v * VW) : (vfloat){};
+        bv[v] = MODE && v < nv ? canonical_nan_vf(load_vf(bias + v * VW)) : (vfloat){};
     for (synet_size l = 0; l < L; ++l)
         for (synet_size m = 0; m < M; ++m)
             for (int v = 0; v < DW_NV; ++v) {
@@ -816,7 +826,7 @@ SYNET_INLINE void channels_last_vectors(const float *s, synet_size C, const int6
                 else
                     for (int64_t t = 0; t < ntaps; ++t)
                         a = multiply_add(load_vf(w + t * C + v * VW), load_vf(s + toff[t] + i), a);
-                store_vf(out, l * out_row + m * step + v * VW, finish(a, bv[v], MODE), BF16);
+                store_sums(out, l * out_row + m * step + v * VW, finish(a, bv[v], MODE), BF16);
             }
 }
 
@@ -969,7 +979,7 @@ int deconv_depthwise_pack(const synet_deconv_plan *p, const synet_deconv_weights
                 for (synet_size k = 0; k < cg_in; ++k) {
                     const uint16_t h = synet_bf16_from_float(from[k * w->ci_step]);
                     nonfinite |= (h & 0x7F80) == 0x7F80;
-                    to[k * per * t_step] = synet_bf16_to_float(h);
+                    to[k * per * t_step] = canonical_nan_f(synet_bf16_to_float(h));
                 }
             }
         }

@@ -131,6 +131,7 @@ static int store_fast(const float *src, int64_t sstride, int64_t M, int64_t N, c
                 __m512 v = _mm512_add_ps(col[j], _mm512_set1_ps(bias[n0 + j]));
                 if (relu)
                     v = _mm512_max_ps(zero, v);
+                v = canonical_nan_vf(v); /* as store_vf stores it */
                 const int64_t o = off + (n0 + j) * nstep + m * mstep;
                 if (bf16) {
                     const __m256i h = synet_bf16_pack_x16(v);
@@ -213,6 +214,7 @@ static int store_fast(const float *src, int64_t sstride, int64_t M, int64_t N, c
                 __m256 v = _mm256_add_ps(col[j], _mm256_set1_ps(bias[n0 + j]));
                 if (relu)
                     v = _mm256_max_ps(zero, v); /* NaN and -0 stay (the second operand) */
+                v = canonical_nan_vf(v);        /* as store_vf stores it */
                 float *d = d32 + off + (n0 + j) * nstep + m * mstep;
                 if (mstep == 1) {
                     _mm256_maskstore_ps(d, synet_mask8(mm), v);
@@ -236,8 +238,6 @@ static void deconv_store(const float *acc, synet_size mstride, synet_size M, syn
                   const synet_deconv_plan *p, void *dst, synet_size off, synet_size mstep, synet_size nstep)
 {
     float run[STORE_RUN];
-    float *d32 = (float *)dst;
-    uint16_t *d16 = (uint16_t *)dst;
     const float *bias = p->bias + c0;
 #if SYNET_AVX512 || SYNET_AVX2
     if (store_fast(acc, mstride, M, N, bias, dst, p->dst_bf16, p->act, off, mstep, nstep))
@@ -250,12 +250,8 @@ static void deconv_store(const float *acc, synet_size mstride, synet_size M, syn
                 for (synet_size k = 0; k < len; ++k)
                     run[k] = acc[m * mstride + j + k] + bias[j + k];
                 synet_activate_block(run, len, p->act, p->params, c0 + j, 1, p->dst_c);
-                if (p->dst_bf16)
-                    for (synet_size k = 0; k < len; ++k)
-                        d16[off + m * mstep + j + k] = synet_bf16_from_float(run[k]);
-                else
-                    for (synet_size k = 0; k < len; ++k)
-                        d32[off + m * mstep + j + k] = run[k];
+                for (synet_size k = 0; k < len; ++k)
+                    store_f(dst, off + m * mstep + j + k, run[k], p->dst_bf16);
             }
         return;
     }
@@ -266,12 +262,8 @@ static void deconv_store(const float *acc, synet_size mstride, synet_size M, syn
             for (synet_size k = 0; k < len; ++k)
                 run[k] = acc[(j + k) * mstride + n] + bias[n];
             synet_activate_block(run, len, p->act, prm, 0, 1, 1);
-            if (p->dst_bf16)
-                for (synet_size k = 0; k < len; ++k)
-                    d16[off + n * nstep + (j + k) * mstep] = synet_bf16_from_float(run[k]);
-            else
-                for (synet_size k = 0; k < len; ++k)
-                    d32[off + n * nstep + (j + k) * mstep] = run[k];
+            for (synet_size k = 0; k < len; ++k)
+                store_f(dst, off + n * nstep + (j + k) * mstep, run[k], p->dst_bf16);
         }
     }
 }
@@ -280,7 +272,8 @@ static void deconv_store(const float *acc, synet_size mstride, synet_size M, syn
 
 #define CONVERT_AHEAD 2048 /* bytes: how far ahead of its loads deconv_convert_run prefetches the source */
 
-/* d[i] = bf16(s[i]) for i < n, as BF16 bits (f32 0) or as their FP32 values (f32 1). Rounding FP32 with
+/* d[i] = bf16(s[i]) for i < n, as BF16 bits (f32 0) or as their FP32 values (f32 1; NaNs canonical_nan_f's: see
+   deconvolution_depthwise.c's store_sums). Rounding FP32 with
    AVX-512, the source is prefetched CONVERT_AHEAD bytes ahead, inside its first `s_bytes` (the rows the caller
    converts next: the depthwise kernels' padded copies waited on their loads; D4 0.952x, D4h 0.956x the time) */
 static void deconv_convert_run(const void *s, int src_bf16, void *d, int f32, synet_size n, synet_size s_bytes)
@@ -289,7 +282,7 @@ static void deconv_convert_run(const void *s, int src_bf16, void *d, int f32, sy
         float *o = (float *)d;
         if (src_bf16) {
             for (synet_size i = 0; i < n; ++i)
-                o[i] = synet_bf16_to_float(((const uint16_t *)s)[i]);
+                o[i] = canonical_nan_f(synet_bf16_to_float(((const uint16_t *)s)[i]));
             return;
         }
         synet_size i = 0;
@@ -299,11 +292,12 @@ static void deconv_convert_run(const void *s, int src_bf16, void *d, int f32, sy
             if (4 * i + CONVERT_AHEAD < s_bytes)
                 _mm_prefetch((const char *)s + 4 * i + CONVERT_AHEAD, _MM_HINT_T0);
             const __m256i packed = synet_bf16_pack_x16(_mm512_maskz_loadu_ps(k, (const float *)s + i));
-            _mm512_mask_storeu_epi32(o + i, k, _mm512_slli_epi32(_mm512_cvtepu16_epi32(packed), 16));
+            const __m512 widened = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(packed), 16));
+            _mm512_mask_storeu_ps(o + i, k, canonical_nan_vf(widened));
         }
 #endif
         for (; i < n; ++i)
-            o[i] = synet_bf16_round_float(((const float *)s)[i]);
+            o[i] = canonical_nan_f(synet_bf16_round_float(((const float *)s)[i]));
         return;
     }
     uint16_t *o = (uint16_t *)d;
@@ -368,7 +362,7 @@ SYNET_INLINE vreg load_source(const void *s, int src_bf16, synet_size i, int n)
 }
 
 /* the first n <= VW lanes of v to d from i: bf16(v) (nearest-even; v as it is when it came from BF16 bits),
-   as FP32 values (f32) or BF16 bits; `quads` (i a multiple of 4, v zero from lane n): BF16 bits in
+   as FP32 values (f32; NaNs canonical) or BF16 bits; `quads` (i a multiple of 4, v zero from lane n): BF16 bits in
    quad_order, whole quads */
 SYNET_INLINE void store_image(void *d, int f32, int src_bf16, int quads, synet_size i, int n, vreg v)
 {
@@ -376,7 +370,8 @@ SYNET_INLINE void store_image(void *d, int f32, int src_bf16, int quads, synet_s
     const vregi bits =
         src_bf16 ? _mm512_srli_epi32(_mm512_castps_si512(v), 16) : synet_bf16_nearest_x16(_mm512_castps_si512(v));
     if (f32)
-        _mm512_mask_storeu_ps((float *)d + i, synet_mask16(n), _mm512_castsi512_ps(_mm512_slli_epi32(bits, 16)));
+        _mm512_mask_storeu_ps((float *)d + i, synet_mask16(n),
+                              canonical_nan_vf(_mm512_castsi512_ps(_mm512_slli_epi32(bits, 16))));
     else if (quads)
         _mm256_mask_storeu_epi16((uint16_t *)d + i, synet_mask16((n + 3) & ~3),
                                  quad_order(_mm512_cvtepi32_epi16(bits)));
@@ -387,7 +382,7 @@ SYNET_INLINE void store_image(void *d, int f32, int src_bf16, int quads, synet_s
     const vregi bits =
         src_bf16 ? _mm256_srli_epi32(_mm256_castps_si256(v), 16) : synet_bf16_nearest_x8(_mm256_castps_si256(v));
     if (f32) {
-        const vreg r = _mm256_castsi256_ps(_mm256_slli_epi32(bits, 16));
+        const vreg r = canonical_nan_vf(_mm256_castsi256_ps(_mm256_slli_epi32(bits, 16)));
         if (n == 8)
             _mm256_storeu_ps((float *)d + i, r);
         else
@@ -402,7 +397,7 @@ SYNET_INLINE void store_image(void *d, int f32, int src_bf16, int quads, synet_s
 }
 #endif
 
-/* A transposed copy: d[j * d_row + i] = bf16(s[i * s_row + j]), i < rows, j < cols (VW x VW a step, transposed
+/* A transposed copy: d[j * d_row + i] = bf16(s[i * s_row + j]) (f32: NaNs canonical), i < rows, j < cols (VW x VW a step, transposed
    in registers; NCHW -> channels last for the GEMM's image, D7 at avx2, scalar: pad_row 30 % of the time;
    channels last -> planes for a planar plan's) */
 static void convert_transposed(const void *s, int src_bf16, synet_size s_row, synet_size rows, synet_size cols,
@@ -427,7 +422,7 @@ static void convert_transposed(const void *s, int src_bf16, synet_size s_row, sy
         for (synet_size j = 0; j < cols; ++j) {
             const uint16_t h = bf16_at(s, src_bf16, i * s_row + j);
             if (f32)
-                ((float *)d)[j * d_row + i] = synet_bf16_to_float(h);
+                ((float *)d)[j * d_row + i] = canonical_nan_f(synet_bf16_to_float(h));
             else
                 ((uint16_t *)d)[j * d_row + i] = h;
         }

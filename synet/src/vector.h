@@ -66,6 +66,26 @@ SYNET_INLINE vfloat multiply_add(vfloat a, vfloat b, vfloat c)
 
 SYNET_INLINE vfloat load_vf(const float *s) { return *(const vfloat_u *)(const void *)s; }
 
+/* The transposed convolution's outputs: every NaN stored as the one quiet NaN 0xFFC00000 (x86's default NaN, which
+   inf - inf gives; BF16 0xFFC0). Which of two NaNs an x86 add keeps depends on the order of its operands, and the
+   kernels of the levels (and the compiler) order a sum's partial sums differently: NaNs of both signs met in a sum
+   gave either. */
+#define CANONICAL_NAN_BITS 0xFFC00000u
+SYNET_INLINE float canonical_nan_f(float x) { return x != x ? -__builtin_nanf("") : x; }
+
+SYNET_INLINE vfloat canonical_nan_vf(vfloat x)
+{
+#if SYNET_AVX512 /* one instruction: QNaN and SNaN lanes (tokens 0, 1) -> the QNaN indefinite (3), others kept (0) */
+    return _mm512_fixupimm_ps(x, x, _mm512_set1_epi32(0x33), 0);
+#elif SYNET_AVX2
+    return _mm256_blendv_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32((int)CANONICAL_NAN_BITS)),
+                            _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+#else
+    const vbits nan = (vbits)(x != x);
+    return (vfloat)(((vbits)x & ~nan) | (nan & CANONICAL_NAN_BITS));
+#endif
+}
+
 /* v, held in a register: the compiler may not fold the load that made it into each of its uses (each a load
    again, from L1) */
 SYNET_INLINE vfloat in_register(vfloat v)
@@ -260,8 +280,10 @@ SYNET_INLINE vhalf bf16_nearest_vf(vfloat x)
 /* element i of out: FP32, or (bf16) BF16 bits */
 SYNET_INLINE void *element_at(void *out, int64_t i, int bf16) { return (char *)out + i * (bf16 ? 2 : 4); }
 
-/* v to elements i..i + VW - 1 of out: FP32, or (bf16) their BF16 bits (synet_bf16_nearest) */
-SYNET_INLINE void store_vf(void *out, int64_t i, vfloat v, int bf16)
+/* The output stores below (the transposed convolution's) store NaNs as canonical_nan_vf does. */
+
+/* v to elements i..i + VW - 1 of out: FP32, or (bf16) their BF16 bits (synet_bf16_nearest); NaNs as they are */
+SYNET_INLINE void store_vf_as_is(void *out, int64_t i, vfloat v, int bf16)
 {
     if (!bf16)
         *(vfloat_u *)(void *)((float *)out + i) = v;
@@ -280,10 +302,14 @@ SYNET_INLINE void store_vf(void *out, int64_t i, vfloat v, int bf16)
 #endif
 }
 
+/* the same, NaNs canonical */
+SYNET_INLINE void store_vf(void *out, int64_t i, vfloat v, int bf16) { store_vf_as_is(out, i, canonical_nan_vf(v), bf16); }
+
 /* v to out (FP32, aligned to the vector) bypassing the caches: a non-temporal store, whose writer ends with an
    sfence (the baseline: a plain store) */
 SYNET_INLINE void stream_vf(float *out, vfloat v)
 {
+    v = canonical_nan_vf(v);
 #if SYNET_AVX512
     _mm512_stream_ps(out, v);
 #elif SYNET_AVX2
@@ -296,6 +322,7 @@ SYNET_INLINE void stream_vf(float *out, vfloat v)
 /* the same for one value */
 SYNET_INLINE void store_f(void *out, int64_t i, float v, int bf16)
 {
+    v = canonical_nan_f(v);
     if (bf16)
         ((uint16_t *)out)[i] = synet_bf16_from_float(v);
     else
@@ -306,6 +333,7 @@ SYNET_INLINE void store_f(void *out, int64_t i, float v, int bf16)
 /* lanes k of v to elements i.. of out, as store_vf: one masked store */
 SYNET_INLINE void store_vf_lanes(void *out, int64_t i, __mmask16 k, vfloat v, int bf16)
 {
+    v = canonical_nan_vf(v);
     if (bf16)
         _mm256_mask_storeu_epi16((uint16_t *)out + i, k, synet_bf16_pack_x16(v));
     else
