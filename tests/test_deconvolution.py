@@ -166,6 +166,30 @@ def test_nonfinite_inputs_give_the_canonical_nan(case, bad_inputs, bad_bias):
     run_case(**case, bad_inputs=bad_inputs, bad_bias=bad_bias)
 
 
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("groups, dst_c", [(24, 24), (1, 3)])   # depthwise; planar (few outputs)
+@pytest.mark.parametrize("kernel, stride", [(4, 2), (3, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+@pytest.mark.parametrize("act", ["identity", "relu"])
+@pytest.mark.parametrize("where", ["input", "weight", "bias"])
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast:RuntimeWarning")   # (NumPy: NaN to BF16)
+def test_depthwise_and_planar_nans_canonical(layout, groups, dst_c, kernel, stride, dtype, act, where):
+    """The depthwise and planar kernels store their sums as they are on x86: their source copy, weights table
+    and bias must hold the canonical NaN only (a positive NaN with a payload in any of them would reach dst)."""
+    rng = np.random.default_rng(kernel + stride + dst_c)
+    x = rng.standard_normal((1, 24, 9, 37)).astype(np.float32)
+    w = rng.standard_normal((24, dst_c // groups, kernel, kernel)).astype(np.float32)
+    bias = rng.standard_normal(dst_c).astype(np.float32)
+    operand = {"input": x, "weight": w, "bias": bias}[where]
+    operand.reshape(-1).view(np.uint32)[::29] = 0x7FA10000   # (BF16: 0x7FA1, quieted 0x7FE1)
+    if layout == "NHWC":
+        x, w = to_nhwc(x), to_nhwc(w)
+    y = conv_transpose2d(x.astype(dtype), w, bias, stride=stride, padding=1, groups=groups, layout=layout,
+                         activation=act, out_dtype=dtype)
+    assert np.isnan(y.astype(np.float32)).any()
+    assert_nans_canonical(y)
+
+
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("act", list(Activation))
 def test_activations(fmt, act):
