@@ -84,6 +84,18 @@ def internal_error(where: str, status: int) -> InternalError:
                          f"(a bug in synet: please report it)")
 
 
+def as_array(value: object, name: str) -> np.ndarray:
+    """A functional form's array-like as an array (np.asarray); TypeError naming the parameter when `value` is
+    not an array and holds no numbers (None, a str, another object: SPEC section 7, "TypeError for
+    non-arrays"). An ndarray of a wrong dtype is left to the caller's ValueError."""
+    if isinstance(value, np.ndarray):
+        return value
+    array = np.asarray(value)
+    if array.dtype.kind in "OUS":
+        raise TypeError(f"{name}: expected an array-like of numbers, got {type(value).__name__}")
+    return array
+
+
 def require_array(value: object, name: str) -> np.ndarray:
     """`value` itself if it is an ndarray, else TypeError naming the parameter."""
     if not isinstance(value, np.ndarray):

@@ -37,7 +37,7 @@ import numpy as np
 
 from . import _cache
 from . import _deconvolution_plan as planning
-from ._arrays import (UINT16, InternalError, check_buffer, check_out, internal_error, native, require_array,
+from ._arrays import (UINT16, InternalError, as_array, check_buffer, check_out, internal_error, native, require_array,
                       round_from_float64)
 from ._conv_params import ConvParams, ConvParams3d
 from ._types import BFLOAT16, DataType
@@ -601,7 +601,7 @@ _cache.CLEARED_WITH.append(_CALLS.clear)   # (synet.clear_plan_cache empties it 
 def _as_operand(x, str name):
     """x as an array of float32 or bfloat16 (uint16: raw BF16 bits), in the machine's byte order; other reals
     become float32 values that bfloat16 holds, rounded once from float64 (as the kernel rounds float32)."""
-    array = native(np.asarray(x))
+    array = native(as_array(x, name))
     if array.dtype == _FLOAT32 or array.dtype == BFLOAT16:
         return array
     if array.dtype == UINT16:
@@ -626,7 +626,7 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
     cdef PlanCache cache = <PlanCache?>_CACHES[dims]
     if not (cnp.PyArray_Check(x) and (<cnp.ndarray>x).dtype is _FLOAT32):
         x = _as_operand(x, "x")
-    w = weight if cnp.PyArray_Check(weight) else np.asarray(weight)
+    w = weight if cnp.PyArray_Check(weight) else as_array(weight, "weight")
     if out is not None:
         out = require_array(out, "out")
     slow = _cache.key_of

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._activations import activation_params
-from ._arrays import native, round_from_float64
+from ._arrays import as_array, native, round_from_float64
 from ._conv_params import ConvParams, ConvParams3d, deconvolution_size
 from ._types import (
     BFLOAT16,
@@ -703,7 +703,7 @@ def weight_array(weight: object, planned: DeconvolutionPlan) -> np.ndarray:
     """The caller's weights as C-contiguous float32 of the plan's element count (ValueError otherwise):
     float32 and bfloat16 (uint16: its raw bits) as they are, other reals rounded to bfloat16 once, from
     float64 (the kernels round float32 weights to bfloat16 as they pack them: those values stay)."""
-    w = native(np.asarray(weight))
+    w = native(as_array(weight, "weight"))
     if w.dtype == UINT16:
         w = w.view(BFLOAT16)
     if w.dtype.kind not in "fiu" and w.dtype != BFLOAT16:
@@ -722,7 +722,7 @@ def weight_array(weight: object, planned: DeconvolutionPlan) -> np.ndarray:
 def bias_array(bias: object, dst_c: int) -> np.ndarray:
     if bias is None:
         return np.zeros(dst_c, np.float32)
-    given = np.asarray(bias)
+    given = as_array(bias, "bias")
     if given.dtype.kind not in "biuf" and given.dtype != BFLOAT16:
         raise ValueError(f"bias: expected real numbers, got dtype {given.dtype}")
     b = np.array(given, np.float32, copy=True, order="C").reshape(-1)

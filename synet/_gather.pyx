@@ -22,7 +22,7 @@ from synet._kernels cimport call_threads, kernel_level, vector_gather_preferred
 import numpy as np
 
 from . import _gather_plan as planning
-from ._arrays import UINT16, check_buffer, check_out, internal_error, memory_order, run_in_memory_order
+from ._arrays import UINT16, as_array, check_buffer, check_out, internal_error, memory_order, run_in_memory_order
 from ._types import BFLOAT16
 
 cnp.import_array()
@@ -436,7 +436,7 @@ cdef object _gather_rows(data, indices, axis, out, int threads):
         return None
     given = indices[(slice(None),) * (ax + 1) + (0,) * (nd - ax - 1)]
     rows = planning.as_indices(given)
-    data = np.asarray(data)
+    data = as_array(data, "data")
     planning.functional_geometry(data, indices, axis)   # its errors, as the general path raises them
     for d in range(nd):
         if d != ax and dims[d] != cnp.PyArray_DIMS(<cnp.ndarray>data)[d]:
@@ -516,8 +516,8 @@ def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):
             result = _gather_rows(data, indices, axis, out, threads)
         if result is not None:
             return result
-        data = np.asarray(data)
-        given = np.asarray(indices)   # (as_indices clamps uint64 values past int64: errors name given's)
+        data = as_array(data, "data")
+        given = as_array(indices, "indices")   # (as_indices clamps uint64 values past int64: errors name given's)
         indices = planning.as_indices(given)
         axis, block = planning.functional_geometry(data, indices, axis)
         ax = axis

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ._arrays import as_array
 from ._types import DataType, as_data_type, dtype_of, dtype_or_none
 
 WIDTH_DTYPES = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
@@ -182,7 +183,7 @@ def _checked_index_shape(index_shape: object, geo: GatherGeometry) -> tuple:
 
 def as_indices(indices: object) -> np.ndarray:
     """indices as an int32/int64 array; other integer dtypes widen to int64 (checked)."""
-    indices = np.asarray(indices)
+    indices = as_array(indices, "indices")
     if indices.dtype == np.int32 or indices.dtype == np.int64:
         return indices
     if indices.dtype == np.uint64:  # values past int64's range stay out of range

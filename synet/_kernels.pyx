@@ -30,7 +30,7 @@ from synet._csrc cimport (
     synet_peak_kernels, synet_peak_kernels_at,
 )
 
-from ._arrays import UINT16, check_n_threads, check_out, memory_order, require_array, run_in_memory_order
+from ._arrays import UINT16, as_array, check_n_threads, check_out, memory_order, require_array, run_in_memory_order
 from ._types import BFLOAT16
 
 cnp.import_array()
@@ -269,7 +269,7 @@ def _real_input(x, str name="x"):
     """`x` as a C-contiguous float32 or float64 array (other real dtypes widen to float64)."""
     if isinstance(x, np.ndarray) and x.dtype == BFLOAT16:
         x = x.astype(np.float32)
-    array = np.asarray(x)
+    array = as_array(x, name)
     if array.dtype == np.float32 or array.dtype == np.float64:
         return np.asarray(array, order="C")
     if array.dtype.kind in "biuf":
@@ -385,7 +385,7 @@ def bfloat16_to_float32(x, *, out=None, n_threads=None):
         result = _in_memory_order(_widen, x, out, n_threads)   # a transposed x: a result laid out alike
         if result is not None:
             return result
-    array = np.asarray(x)
+    array = as_array(x, "x")
     if array.dtype != BFLOAT16 and array.dtype != UINT16:
         raise ValueError(f"x: expected bfloat16 (or uint16 raw bits), got dtype {array.dtype}")
     if not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>array):   # as raw bits: NumPy copies ml_dtypes' bfloat16

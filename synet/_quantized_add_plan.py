@@ -20,7 +20,7 @@ import numbers
 import numpy as np
 
 from ._activations import activation_params
-from ._arrays import native
+from ._arrays import as_array, native
 from ._types import Activation, DataType, as_activation, as_data_type, dtype_or_none
 
 IO_DTYPES = {DataType.FLOAT32: np.dtype(np.float32), DataType.UINT8: np.dtype(np.uint8),
@@ -410,7 +410,7 @@ def _line_positions(wa: int, wb: int) -> np.ndarray:
 def operand(x: object, name: str) -> np.ndarray:
     """A functional form's operand: float64 becomes float32; uint8, int8, float32 as they are (in the
     machine's byte order)."""
-    array = native(np.asarray(x))
+    array = native(as_array(x, name))
     if array.dtype == np.float64:
         return np.asarray(array, dtype=np.float32, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
     if array.dtype not in (np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.float32)):

@@ -45,6 +45,7 @@ import numpy as np
 import synet
 
 from . import _cache, _deconvolution, _deconvolution_plan, _gather_plan
+from ._arrays import as_array
 from ._kernels import resolve_num_threads
 from ._types import Activation, as_activation
 
@@ -215,7 +216,7 @@ def _as_dask(x, name: str):
         return x
     if isinstance(x, Delayed):
         raise TypeError(f"{name}: expected a dask or NumPy array, got a dask Delayed")
-    return da.from_array(np.asarray(x), chunks=-1)
+    return da.from_array(as_array(x, name), chunks=-1)
 
 
 def _known(x, axes, name: str, why: str) -> None:
@@ -327,8 +328,8 @@ def _batched(x, name: str, shared, block_function, image_shape, dtype, block_kwa
 def _conv_functional(x, function, weight, bias, kwargs: dict, name: str, n_threads):
     """A transposed convolution form (1-D, 2-D, 3-D) per batch chunk, weights and bias as one graph key;
     output shape and dtype (and the form's checks) from the form itself on an empty batch, now."""
-    weight = np.asarray(weight)
-    bias = None if bias is None else np.asarray(bias)
+    weight = as_array(weight, "weight")
+    bias = None if bias is None else as_array(bias, "bias")
     probe = function(np.zeros((0, *x.shape[1:]), _operand(np.zeros(0, x.dtype)).dtype), weight, bias, **kwargs)
     shared = _shared(_Arrays(weight, bias), name, weight, bias)
     return _batched(x, name, shared, _functional_block, probe.shape[1:], probe.dtype,
@@ -368,7 +369,7 @@ activation_params, out_dtype
     """
     _check_threads(n_threads)
     x, unbatched = _prepare_x(x, 4)
-    w = np.asarray(weight)
+    w = as_array(weight, "weight")
     if w.dtype.kind not in "biuf" and w.dtype != _deconvolution_plan.BFLOAT16:
         raise ValueError(f"weight: expected real numbers, got dtype {w.dtype}")
     batched = x.ndim == 4 and not math.isnan(x.shape[0])
@@ -480,9 +481,9 @@ def gather_elements(data, indices, axis=0, *, n_threads=None):
     _check_threads(n_threads)
     shared = [not isinstance(data, da.Array), not isinstance(indices, da.Array)]
     if all(shared):
-        data, shared[0] = da.from_array(np.asarray(data), chunks=-1), False
+        data, shared[0] = da.from_array(as_array(data, "data"), chunks=-1), False
     if shared[0]:
-        data = np.asarray(data)
+        data = as_array(data, "data")
     if shared[1]:
         indices = _gather_plan.as_indices(indices)
     else:
@@ -565,7 +566,7 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
         axis that must be lined up with the other operand or made one chunk.
     """
     _check_threads(n_threads)
-    operands = [x if isinstance(x, da.Array) else np.asarray(x) for x in (a, b)]
+    operands = [x if isinstance(x, da.Array) else as_array(x, name) for x, name in ((a, "a"), (b, "b"))]
     shared = [not isinstance(x, da.Array) for x in operands]
     if all(shared):
         operands[0], shared[0] = da.from_array(operands[0], chunks=-1), False

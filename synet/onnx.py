@@ -49,6 +49,7 @@ except ImportError as _missing:  # pragma: no cover - exercised only without onn
 import ml_dtypes
 
 import synet
+from synet._arrays import as_array
 from synet._quantized_add_plan import broadcast_shapes
 
 __all__ = [
@@ -346,7 +347,7 @@ def conv_transpose_geometry(x_shape: Sequence[int], w_shape: Sequence[int], *, a
 
 
 def _conv_operand(value: Any, name: str) -> np.ndarray:
-    array = np.asarray(value)
+    array = as_array(value, name)
     if array.dtype not in _CONV_TYPES:
         raise ValueError(f"{name}: expected float32, float16, float64 or bfloat16 (ConvTranspose's T), "
                          f"got dtype {array.dtype}")
@@ -482,8 +483,8 @@ def gather_elements(data: Any, indices: Any, axis: Any = 0, *, n_threads: int | 
     complex64); other dtypes (strings, objects, complex128) are gathered with NumPy, with the same
     checks and messages.
     """
-    data = np.asarray(data)
-    indices = np.asarray(indices)
+    data = as_array(data, "data")
+    indices = as_array(indices, "indices")
     if indices.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
         raise ValueError(f"indices: expected int32 or int64 (GatherElements' Tind), got dtype {indices.dtype}")
     if data.ndim < 1:
@@ -514,7 +515,7 @@ def _per_tensor(array: np.ndarray, name: str) -> np.ndarray:
 
 
 def _scale(value: Any, name: str) -> float:
-    array = np.asarray(value)
+    array = as_array(value, name)
     if array.dtype != _FLOAT32:
         raise ValueError(f"{name}: expected float32 (a scalar or a 1-element 1-D tensor), got dtype {array.dtype}")
     scale = float(_per_tensor(array, name))
@@ -526,7 +527,7 @@ def _scale(value: Any, name: str) -> float:
 def _zero_point(value: Any, name: str, dtype: np.dtype) -> int:
     if value is None:
         return 0
-    array = np.asarray(value)
+    array = as_array(value, name)
     if array.dtype != dtype:
         raise ValueError(f"{name}: expected the quantized type {dtype} (A's), got dtype {array.dtype}")
     return int(_per_tensor(array, name))
@@ -570,13 +571,13 @@ def qlinear_add(A: Any, A_scale: Any, A_zero_point: Any, B: Any, B_scale: Any, B
     by the float32 ratios A_scale / C_scale and B_scale / C_scale, so the two can differ by 1 where
     the value is within float32 rounding of a tie.
     """
-    a = np.asarray(A)
+    a = as_array(A, "A")
     if a.dtype not in _QTYPES:
         raise ValueError(f"A: expected uint8 or int8 (QLinearAdd's T), got dtype {a.dtype}")
     for value, name in ((B, "B"), (B_scale, "B_scale"), (C_scale, "C_scale")):
         if value is None:
             raise ValueError(f"{name}: a required input of QLinearAdd is missing")
-    b = np.asarray(B)
+    b = as_array(B, "B")
     if b.dtype != a.dtype:
         raise ValueError(f"B: expected A's type {a.dtype} (QLinearAdd's one type T), got dtype {b.dtype}")
     broadcast_shapes(a.shape, b.shape, "A", "B")

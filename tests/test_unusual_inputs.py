@@ -306,3 +306,63 @@ def test_dask_takes_named_tuples():
     w = np.ones((1, 1, 2, 2, 2), np.float32)
     y = synet.dask.conv_transpose3d(da.from_array(x, chunks=1), w, stride=size(2, 2, 2))
     assert bits(y.compute(scheduler="sync")) == bits(synet.conv_transpose3d(x, w, stride=(2, 2, 2)))
+
+
+def _non_array_calls():
+    """(form, argument name, call with that argument replaced) for every array argument of the functional forms."""
+    import synet.onnx as so
+    x, w = np.ones((1, 4, 3, 3), np.float32), np.ones((4, 2, 1, 1), np.float32)
+    data, idx, q = np.ones((2, 3), np.float32), np.zeros((2, 3), np.int64), np.zeros(3, np.uint8)
+    return [
+        ("conv_transpose2d", "x", lambda v: synet.conv_transpose2d(v, w)),
+        ("conv_transpose2d", "weight", lambda v: synet.conv_transpose2d(x, v)),
+        ("conv_transpose2d", "bias", lambda v: synet.conv_transpose2d(x, w, v)),
+        ("conv_transpose1d", "x", lambda v: synet.conv_transpose1d(v, w[..., 0])),
+        ("gather_elements", "data", lambda v: synet.gather_elements(v, idx, 1)),
+        ("gather_elements", "indices", lambda v: synet.gather_elements(data, v, 1)),
+        ("quantized_add", "a", lambda v: synet.quantized_add(v, q)),
+        ("quantized_add", "b", lambda v: synet.quantized_add(q, v)),
+        ("float32_to_bfloat16", "x", lambda v: synet.float32_to_bfloat16(v)),
+        ("round_to_bfloat16", "x", lambda v: synet.round_to_bfloat16(v)),
+        ("bfloat16_to_float32", "x", lambda v: synet.bfloat16_to_float32(v)),
+        ("onnx.conv_transpose", "X", lambda v: so.conv_transpose(v, w)),
+        ("onnx.conv_transpose", "W", lambda v: so.conv_transpose(x, v)),
+        ("onnx.gather_elements", "data", lambda v: so.gather_elements(v, idx, 1)),
+        ("onnx.gather_elements", "indices", lambda v: so.gather_elements(data, v, 1)),
+        ("onnx.qlinear_add", "A", lambda v: so.qlinear_add(v, np.float32(0.1), q[0], q, np.float32(0.1), q[0],
+                                                           np.float32(0.1), q[0])),
+        ("onnx.qlinear_add", "A_scale", lambda v: so.qlinear_add(q, v, q[0], q, np.float32(0.1), q[0],
+                                                                 np.float32(0.1), q[0])),
+    ]
+
+
+@pytest.mark.parametrize("value", [None, "abc", object()], ids=["None", "str", "object"])
+def test_functional_forms_raise_type_error_for_non_arrays(value):
+    """SPEC section 7: TypeError for non-arrays (a None, a str or another object where an array-like belongs),
+    naming the parameter and what was given; they raised ValueError ("got dtype object")."""
+    for form, name, call in _non_array_calls():
+        if value is None and name == "bias":
+            continue   # (no bias)
+        with pytest.raises(TypeError) as raised:
+            call(value)
+        assert str(raised.value) == f"{name}: expected an array-like of numbers, got {type(value).__name__}", form
+
+
+def test_functional_forms_keep_value_error_for_arrays_of_other_dtypes():
+    """An ndarray of strings or objects is an array of a wrong dtype (or shape): ValueError, as before."""
+    for _form, _name, call in _non_array_calls():
+        for array in (np.array(["a"]), np.array([None])):
+            with pytest.raises(ValueError):
+                call(array)
+
+
+def test_dask_forms_raise_type_error_for_non_arrays():
+    da = pytest.importorskip("dask.array")
+    import synet.dask as sd
+    x = da.ones((1, 4, 3, 3), dtype=np.float32)
+    with pytest.raises(TypeError, match="^weight: expected an array-like of numbers, got NoneType$"):
+        sd.conv_transpose2d(x, None)
+    with pytest.raises(TypeError, match="^data: expected an array-like of numbers, got NoneType$"):
+        sd.gather_elements(None, np.zeros((2, 3), np.int64), 1)
+    with pytest.raises(TypeError, match="^b: expected an array-like of numbers, got NoneType$"):
+        sd.quantized_add(da.zeros(3, dtype=np.uint8), None)
