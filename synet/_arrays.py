@@ -86,12 +86,13 @@ def internal_error(where: str, status: int) -> InternalError:
 
 def as_array(value: object, name: str) -> np.ndarray:
     """A functional form's array-like as an array (np.asarray); TypeError naming the parameter when `value` is
-    not an array and holds no numbers (None, a str, another object: SPEC section 7, "TypeError for
-    non-arrays"). An ndarray of a wrong dtype is left to the caller's ValueError."""
+    no array-like at all but one non-numeric object (None, a str, another object: SPEC section 7, "TypeError
+    for non-arrays"). Arrays and sequences of a wrong dtype are left to the caller (ValueError; a gather takes
+    strings and objects)."""
     if isinstance(value, np.ndarray):
         return value
     array = np.asarray(value)
-    if array.dtype.kind in "OUS":
+    if array.ndim == 0 and array.dtype.kind in "OUS":
         raise TypeError(f"{name}: expected an array-like of numbers, got {type(value).__name__}")
     return array
 

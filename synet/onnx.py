@@ -571,12 +571,12 @@ def qlinear_add(A: Any, A_scale: Any, A_zero_point: Any, B: Any, B_scale: Any, B
     by the float32 ratios A_scale / C_scale and B_scale / C_scale, so the two can differ by 1 where
     the value is within float32 rounding of a tie.
     """
+    for value, name in ((A, "A"), (A_scale, "A_scale"), (B, "B"), (B_scale, "B_scale"), (C_scale, "C_scale")):
+        if value is None:
+            raise ValueError(f"{name}: a required input of QLinearAdd is missing")
     a = as_array(A, "A")
     if a.dtype not in _QTYPES:
         raise ValueError(f"A: expected uint8 or int8 (QLinearAdd's T), got dtype {a.dtype}")
-    for value, name in ((B, "B"), (B_scale, "B_scale"), (C_scale, "C_scale")):
-        if value is None:
-            raise ValueError(f"{name}: a required input of QLinearAdd is missing")
     b = as_array(B, "B")
     if b.dtype != a.dtype:
         raise ValueError(f"B: expected A's type {a.dtype} (QLinearAdd's one type T), got dtype {b.dtype}")

@@ -341,19 +341,37 @@ def test_functional_forms_raise_type_error_for_non_arrays(value):
     """SPEC section 7: TypeError for non-arrays (a None, a str or another object where an array-like belongs),
     naming the parameter and what was given; they raised ValueError ("got dtype object")."""
     for form, name, call in _non_array_calls():
-        if value is None and name == "bias":
-            continue   # (no bias)
+        if value is None and (name == "bias" or form == "onnx.qlinear_add"):
+            continue   # (no bias; QLinearAdd: a required input missing, below)
         with pytest.raises(TypeError) as raised:
             call(value)
         assert str(raised.value) == f"{name}: expected an array-like of numbers, got {type(value).__name__}", form
 
 
+    import synet.onnx as so
+    for name in ("A", "A_scale"):
+        args = dict(A=np.zeros(3, np.uint8), A_scale=np.float32(0.1), A_zero_point=None, B=np.zeros(3, np.uint8),
+                    B_scale=np.float32(0.1), B_zero_point=None, C_scale=np.float32(0.1), C_zero_point=None)
+        with pytest.raises(ValueError, match=f"^{name}: a required input of QLinearAdd is missing$"):
+            so.qlinear_add(**dict(args, **{name: None}))
+
+
 def test_functional_forms_keep_value_error_for_arrays_of_other_dtypes():
-    """An ndarray of strings or objects is an array of a wrong dtype (or shape): ValueError, as before."""
+    """An ndarray or a list of strings or objects (ints past 64 bits) is an array-like of a wrong dtype (or
+    shape): ValueError, as before."""
     for _form, _name, call in _non_array_calls():
-        for array in (np.array(["a"]), np.array([None])):
+        for array in (np.array(["a"]), np.array([None]), ["a"], [2**70]):
             with pytest.raises(ValueError):
                 call(array)
+
+
+def test_gather_takes_lists_of_strings_and_objects():
+    """gather_elements copies any NumPy dtype: a list of strings or objects is an array-like it gathers."""
+    import synet.onnx as so
+    idx = [[1, 0], [0, 1]]
+    for gather in (synet.gather_elements, so.gather_elements):
+        assert gather([["a", "bb"], ["c", "d"]], idx, 1).tolist() == [["bb", "a"], ["c", "d"]]
+    assert so.gather_elements([[1, None], [2, 3]], idx, 1).tolist() == [[None, 1], [2, 3]]
 
 
 def test_dask_forms_raise_type_error_for_non_arrays():
