@@ -88,10 +88,13 @@ def as_array(value: object, name: str) -> np.ndarray:
     """A functional form's array-like as an array (np.asarray); TypeError naming the parameter when `value` is
     no array-like at all but one non-numeric object (None, a str, another object: SPEC section 7, "TypeError
     for non-arrays"). Arrays and sequences of a wrong dtype are left to the caller (ValueError; a gather takes
-    strings and objects)."""
+    strings and objects); a ragged sequence is a ValueError naming the parameter."""
     if isinstance(value, np.ndarray):
         return value
-    array = np.asarray(value)
+    try:
+        array = np.asarray(value)
+    except ValueError as error:   # (NumPy's "setting an array element with a sequence ...")
+        raise ValueError(f"{name}: {error}") from None
     if array.ndim == 0 and array.dtype.kind in "OUS":
         raise TypeError(f"{name}: expected an array-like of numbers, got {type(value).__name__}")
     return array

@@ -267,9 +267,9 @@ def _parse_rounding(rounding):
 
 def _real_input(x, str name="x"):
     """`x` as a C-contiguous float32 or float64 array (other real dtypes widen to float64)."""
-    if isinstance(x, np.ndarray) and x.dtype == BFLOAT16:
-        x = x.astype(np.float32)
     array = as_array(x, name)
+    if array.dtype == BFLOAT16:   # (a bfloat16 array, list or scalar: its values, exact in float32)
+        array = array.astype(np.float32)
     if array.dtype == np.float32 or array.dtype == np.float64:
         return np.asarray(array, order="C")
     if array.dtype.kind in "biuf":

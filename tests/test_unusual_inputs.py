@@ -384,3 +384,19 @@ def test_dask_forms_raise_type_error_for_non_arrays():
         sd.gather_elements(None, np.zeros((2, 3), np.int64), 1)
     with pytest.raises(TypeError, match="^b: expected an array-like of numbers, got NoneType$"):
         sd.quantized_add(da.zeros(3, dtype=np.uint8), None)
+
+
+def test_ragged_sequences_are_named():
+    """A ragged list leaked NumPy's message without the parameter's name."""
+    with pytest.raises(ValueError, match="^x: setting an array element with a sequence"):
+        synet.conv_transpose2d([[[[1.0], [1.0, 2.0]]]], np.ones((1, 1, 1, 1), np.float32))
+    with pytest.raises(ValueError, match="^indices: setting an array element with a sequence"):
+        synet.gather_elements(np.ones((2, 2), np.float32), [[0], [0, 1]], 1)
+
+
+def test_bfloat16_rounding_takes_bfloat16_lists_and_scalars():
+    """A bfloat16 ndarray was taken (its values), a list or a scalar of them refused ("got dtype bfloat16")."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    one_and_half = ml_dtypes.bfloat16(1.5)
+    assert synet.float32_to_bfloat16([one_and_half]).view(np.uint16).tolist() == [0x3FC0]
+    assert synet.round_to_bfloat16(one_and_half).tolist() == 1.5
