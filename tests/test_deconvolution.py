@@ -79,9 +79,9 @@ def run_case(fmt, n, cg_in, cg_out, groups, hw, kernel, stride, dilation, pads, 
     y = d.forward(xs, n_threads=n_threads)
     assert y.dtype == (BF16 if dst_bf16 else np.float32)
     assert y.shape == ((n, conv.dst_h, conv.dst_w, c_out) if nhwc else (n, c_out, conv.dst_h, conv.dst_w))
-    ref, mag = reference_nd(bf16_round(x), bf16_round(w), b, stride, pads[:2], pads[2:], dilation, groups)
-    ref = activate(ref, act, params)   # (params None: the defaults; taken as FP32, as the op does)
-    assert_close(to_nchw(y) if nhwc else y, ref, mag, dst_bf16, activation_slope(act, params))
+    pre, mag = reference_nd(bf16_round(x), bf16_round(w), b, stride, pads[:2], pads[2:], dilation, groups)
+    ref = activate(pre, act, params)   # (params None: the defaults; taken as FP32, as the op does)
+    assert_close(to_nchw(y) if nhwc else y, ref, mag, dst_bf16, activation_slope(act, params), pre)
     assert_nans_canonical(y)
     return d, xs, y
 
