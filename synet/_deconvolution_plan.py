@@ -699,6 +699,13 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
                              family.pack_units, family.weight_steps)
 
 
+def check_reals(array: np.ndarray, name: str, kinds: str = "biuf") -> np.ndarray:
+    """`array` itself if its dtype is of `kinds` or bfloat16, else ValueError naming the parameter."""
+    if array.dtype.kind not in kinds and array.dtype != BFLOAT16:
+        raise ValueError(f"{name}: expected real numbers, got dtype {array.dtype}")
+    return array
+
+
 def weight_array(weight: object, planned: DeconvolutionPlan) -> np.ndarray:
     """The caller's weights as C-contiguous float32 of the plan's element count (ValueError otherwise):
     float32 and bfloat16 (uint16: its raw bits) as they are, other reals rounded to bfloat16 once, from
@@ -706,8 +713,7 @@ def weight_array(weight: object, planned: DeconvolutionPlan) -> np.ndarray:
     w = native(as_array(weight, "weight"))
     if w.dtype == UINT16:
         w = w.view(BFLOAT16)
-    if w.dtype.kind not in "fiu" and w.dtype != BFLOAT16:
-        raise ValueError(f"weight: expected real numbers, got dtype {w.dtype}")
+    check_reals(w, "weight", "fiu")
     n = math.prod(planned.weight_shape)
     if w.size != n:
         kernel = {1: "kL", 2: "kY, kX", 3: "kD, kH, kW"}[planned.geometry.dims]
@@ -722,9 +728,7 @@ def weight_array(weight: object, planned: DeconvolutionPlan) -> np.ndarray:
 def bias_array(bias: object, dst_c: int) -> np.ndarray:
     if bias is None:
         return np.zeros(dst_c, np.float32)
-    given = as_array(bias, "bias")
-    if given.dtype.kind not in "biuf" and given.dtype != BFLOAT16:
-        raise ValueError(f"bias: expected real numbers, got dtype {given.dtype}")
+    given = check_reals(as_array(bias, "bias"), "bias")
     b = np.array(given, np.float32, copy=True, order="C").reshape(-1)
     if b.size != dst_c:
         raise ValueError(f"bias: expected {dst_c} elements (dstC), got {b.size}")

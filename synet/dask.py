@@ -369,9 +369,7 @@ activation_params, out_dtype
     """
     _check_threads(n_threads)
     x, unbatched = _prepare_x(x, 4)
-    w = as_array(weight, "weight")
-    if w.dtype.kind not in "biuf" and w.dtype != _deconvolution_plan.BFLOAT16:
-        raise ValueError(f"weight: expected real numbers, got dtype {w.dtype}")
+    w = _deconvolution_plan.check_reals(as_array(weight, "weight"), "weight")
     batched = x.ndim == 4 and not math.isnan(x.shape[0])
     shape_x = (max(x.shape[0], 1), *x.shape[1:]) if batched else (1, *x.shape[1:]) if x.ndim == 4 else x.shape
     conv, _, _, shape, *kind = _deconvolution_plan.functional_conv(

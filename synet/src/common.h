@@ -90,11 +90,14 @@ static inline float synet_f32_from_bits(uint32_t bits)
     return value;
 }
 
+/* whether float32 bits are a NaN's (on the bits: a compiler may fold a test on the value, see vector.h) */
+static inline int synet_f32_bits_nan(uint32_t bits) { return (bits & 0x7FFFFFFFu) > 0x7F800000u; }
+
 /* float32 bits -> bfloat16 bits, nearest-even: (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16.
    NaN -> quiet NaN of the same sign (0x7FC0 | sign); overflow rounds to +-inf. */
 static inline uint16_t synet_bf16_nearest(uint32_t bits)
 {
-    if ((bits & 0x7FFFFFFFu) > 0x7F800000u)
+    if (synet_f32_bits_nan(bits))
         return (uint16_t)(((bits >> 16) & 0x8000u) | 0x7FC0u);
     return (uint16_t)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
 }
@@ -104,7 +107,7 @@ static inline uint16_t synet_bf16_nearest(uint32_t bits)
 static inline uint16_t synet_bf16_truncate(uint32_t bits)
 {
     uint16_t high = (uint16_t)(bits >> 16);
-    if ((bits & 0x7FFFFFFFu) > 0x7F800000u && (high & 0x7F) == 0)
+    if (synet_f32_bits_nan(bits) && (high & 0x7F) == 0)
         return (uint16_t)(high | 0x0040);
     return high;
 }

@@ -74,7 +74,7 @@ SYNET_INLINE vfloat load_vf(const float *s) { return *(const vfloat_u *)(const v
 /* (on the bits: GCC folds `x != x ? NaN : x` to x, a NaN being a NaN to it) */
 SYNET_INLINE float canonical_nan_f(float x)
 {
-    return (synet_f32_bits(x) & 0x7FFFFFFFu) > 0x7F800000u ? synet_f32_from_bits(CANONICAL_NAN_BITS) : x;
+    return synet_f32_bits_nan(synet_f32_bits(x)) ? synet_f32_from_bits(CANONICAL_NAN_BITS) : x;
 }
 
 SYNET_INLINE vfloat canonical_nan_vf(vfloat x)
