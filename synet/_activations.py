@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._arrays import torch_array
 from ._types import Activation
 
 # Values each activation reads, in Simd's order, with SPEC section 2's defaults.
@@ -59,6 +60,9 @@ def activation_params(act: Activation, params: object, channels: int, name: str 
 
 
 def _as_float_vector(params: object, name: str) -> np.ndarray:
+    tensor = torch_array(params, name)
+    if tensor is not None:
+        params = tensor
     try:
         if np.asarray(params).dtype.kind == "c":   # (NumPy would drop the imaginary parts with a warning)
             raise ValueError

@@ -5,11 +5,14 @@ from __future__ import annotations
 import contextlib
 import math
 import mmap
+import sys
 
+import ml_dtypes
 import numpy as np
 import numpy.typing as npt
 
 UINT16 = np.dtype(np.uint16)
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 HUGE_PAGE = 2 << 20          # bytes: an x86-64 transparent huge page
 HUGE_OUTPUT_MIN = 32 << 20   # bytes from which glibc maps every allocation afresh (its largest mmap threshold)
@@ -84,13 +87,34 @@ def internal_error(where: str, status: int) -> InternalError:
                          f"(a bug in synet: please report it)")
 
 
+def torch_array(value: object, name: str) -> np.ndarray | None:
+    """A torch.Tensor's data as an ndarray over its memory, None for anything else. Detached (synet computes
+    no gradients: NumPy's own conversion refuses a tensor that requires them, such as a layer's weight), and
+    bfloat16 as ml_dtypes.bfloat16 (which NumPy's conversion refuses too). A tensor NumPy cannot see (on
+    another device, sparse, quantised) is a TypeError naming the parameter. torch is never imported here."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(value, torch.Tensor):
+        return None
+    tensor = value.detach() if value.requires_grad else value
+    try:
+        if tensor.dtype is torch.bfloat16:
+            return tensor.view(torch.int16).numpy().view(_BFLOAT16)
+        return tensor.numpy()
+    except (TypeError, RuntimeError) as error:
+        raise TypeError(f"{name}: expected a tensor on the CPU that NumPy can read ({error})") from None
+
+
 def as_array(value: object, name: str) -> np.ndarray:
-    """A functional form's array-like as an array (np.asarray); TypeError naming the parameter when `value` is
-    no array-like at all but one non-numeric object (None, a str, another object: SPEC section 7, "TypeError
-    for non-arrays"). Arrays and sequences of a wrong dtype are left to the caller (ValueError; a gather takes
-    strings and objects); a ragged sequence is a ValueError naming the parameter."""
+    """A functional form's array-like as an array (np.asarray; a torch.Tensor by torch_array); TypeError naming
+    the parameter when `value` is no array-like at all but one non-numeric object (None, a str, another
+    object: SPEC section 7, "TypeError for non-arrays"). Arrays and sequences of a wrong dtype are left to
+    the caller (ValueError; a gather takes strings and objects); a ragged sequence is a ValueError naming the
+    parameter."""
     if isinstance(value, np.ndarray):
         return value
+    tensor = torch_array(value, name)
+    if tensor is not None:
+        return tensor
     try:
         array = np.asarray(value)
     except ValueError as error:   # (NumPy's "setting an array element with a sequence ...")

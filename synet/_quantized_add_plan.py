@@ -20,7 +20,7 @@ import numbers
 import numpy as np
 
 from ._activations import activation_params
-from ._arrays import as_array, native
+from ._arrays import as_array, native, torch_array
 from ._types import Activation, DataType, as_activation, as_data_type, dtype_or_none
 
 IO_DTYPES = {DataType.FLOAT32: np.dtype(np.float32), DataType.UINT8: np.dtype(np.uint8),
@@ -131,6 +131,9 @@ def _values(value: object, name: str, check) -> tuple[list, bool]:
     """(values, per_axis): a scalar (a number, a 0-d array or a one-element 1-D array: per tensor, as
     NumPy broadcasting and onnxruntime's QLinear ops read it), or a 1-D sequence checked element by
     element."""
+    tensor = torch_array(value, name)
+    if tensor is not None:
+        value = tensor
     if isinstance(value, (np.ndarray, list, tuple)):
         try:  # a list keeps its items as they are (no conversion of them all to one dtype)
             array = np.asarray(value, dtype=object if not isinstance(value, np.ndarray) else None)
