@@ -716,6 +716,52 @@ static synet_size same_phase_rows(const synet_deconv_plan *p, synet_size r, syne
     return (SYNET_MIN(end, next_plane) - r + p->stride_y - 1) / p->stride_y;
 }
 
+#if SYNET_AVX512
+/* dst[off + i * C + k] = act(acc[k * astride + i] + bias[k]) for i < npix, k < C, 2 <= C <= 16: whole pixels of
+   a channels-last dst from C runs of one channel each (a planar plan's few output channels), act IDENTITY or
+   RELU; returns 0 (nothing done) otherwise. Output vector j of a block of 16 pixels holds the flat elements
+   f = 16 j + l, pixel f / C and channel f % C: C masked permutes of the block's channel vectors, stored whole
+   (store_fast, a channel at a time, scattered them: vscatterdps took 80 % of D8h's epilogue). */
+static int store_pixels(const float *acc, int64_t astride, int64_t C, int64_t npix, const float *bias, void *dst,
+                        int bf16, int act, int64_t off)
+{
+    if ((act != SYNET_ACT_IDENTITY && act != SYNET_ACT_RELU) || C < 2 || C > 16)
+        return 0;
+    const int relu = act == SYNET_ACT_RELU;
+    __m512i pixel[16];
+    __m512 bv[16], chan[16];
+    __mmask16 of_channel[16][16]; /* [j][k]: the lanes of output vector j from channel k */
+    for (int64_t j = 0; j < C; ++j) {
+        int32_t pix[16];
+        float b[16];
+        for (int k = 0; k < C; ++k)
+            of_channel[j][k] = 0;
+        for (int l = 0; l < 16; ++l) {
+            const int64_t f = 16 * j + l;
+            pix[l] = (int32_t)(f / C);
+            b[l] = bias[f % C];
+            of_channel[j][f % C] |= (__mmask16)(1u << l);
+        }
+        pixel[j] = _mm512_loadu_si512((const void *)pix);
+        bv[j] = _mm512_loadu_ps(b);
+    }
+    for (int64_t i0 = 0; i0 < npix; i0 += 16) {
+        const int64_t n = SYNET_MIN(npix - i0, (int64_t)16), elements = n * C;
+        for (int64_t k = 0; k < C; ++k)
+            chan[k] = _mm512_maskz_loadu_ps(synet_mask16(n), acc + k * astride + i0);
+        for (int64_t j = 0; 16 * j < elements; ++j) {
+            __m512 v = _mm512_setzero_ps();
+            for (int64_t k = 0; k < C; ++k)
+                v = _mm512_mask_permutexvar_ps(v, of_channel[j][k], pixel[j], chan[k]);
+            const int64_t left = elements - 16 * j;
+            store_act16(dst, off + i0 * C + 16 * j, synet_mask16(left < 16 ? left : 16), _mm512_add_ps(v, bv[j]),
+                        relu, bf16);
+        }
+    }
+    return 1;
+}
+#endif
+
 /* On planes: one image's output planes of one group (depthwise: one channel). Depthwise, its input plane's
    padded copy is made here (it stays in cache for the taps); planar (several input channels a group, padded
    by pad_row before the tasks), the taps of a phase run over the group's input planes, for a block of up to
@@ -769,10 +815,16 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
                     assemble_rows(p, pad, w, r, L, x0, width, element_at(out, (r - r0) * width, bf16), sy * width,
                                   mode ? dst_plane : DW_BUFFER, p->bias + c, mode, bf16, channels);
                 }
-            if (!mode)
-                for (synet_size k = 0; k < channels; ++k) /* (channels last: an output dst_c from the next) */
-                    deconv_store(buffer + k * DW_BUFFER, 1, nb * width, 1, c + k, p, dst, at + k * (p->nhwc ? 1 : dst_plane),
-                                 p->nhwc ? p->dst_c : 1, 0);
+            if (mode)
+                continue;
+#if SYNET_AVX512 /* whole pixels of a channels-last dst */
+            if (p->nhwc && channels == p->dst_c &&
+                store_pixels(buffer, DW_BUFFER, channels, nb * width, p->bias + c, dst, p->dst_bf16, p->act, at))
+                continue;
+#endif
+            for (synet_size k = 0; k < channels; ++k) /* (channels last: an output dst_c from the next) */
+                deconv_store(buffer + k * DW_BUFFER, 1, nb * width, 1, c + k, p, dst, at + k * (p->nhwc ? 1 : dst_plane),
+                             p->nhwc ? p->dst_c : 1, 0);
         }
     }
 }
