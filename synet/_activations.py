@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import torch_array
+from ._arrays import from_torch
 from ._types import Activation
 
 # Values each activation reads, in Simd's order, with SPEC section 2's defaults.
@@ -60,9 +60,7 @@ def activation_params(act: Activation, params: object, channels: int, name: str 
 
 
 def _as_float_vector(params: object, name: str) -> np.ndarray:
-    tensor = torch_array(params, name)
-    if tensor is not None:
-        params = tensor
+    params = from_torch(params, name)
     try:
         if np.asarray(params).dtype.kind == "c":   # (NumPy would drop the imaginary parts with a warning)
             raise ValueError

@@ -89,9 +89,11 @@ def internal_error(where: str, status: int) -> InternalError:
 
 def torch_array(value: object, name: str) -> np.ndarray | None:
     """A torch.Tensor's data as an ndarray over its memory, None for anything else. Detached (synet computes
-    no gradients: NumPy's own conversion refuses a tensor that requires them, such as a layer's weight), and
-    bfloat16 as ml_dtypes.bfloat16 (which NumPy's conversion refuses too). A tensor NumPy cannot see (on
-    another device, sparse, quantised) is a TypeError naming the parameter. torch is never imported here."""
+    no gradients: NumPy's own conversion refuses a tensor that requires them, such as a layer's weight);
+    bfloat16 and the float8 types as ml_dtypes' (NumPy's conversion refuses them too); a conjugate or negative
+    view resolved (a copy). A tensor whose dtype NumPy has no equivalent of (quantised, complex32) is a
+    ValueError, one NumPy cannot see at all (on another device, sparse, meta) a TypeError, each naming the
+    parameter. torch is never imported here."""
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(value, torch.Tensor):
         return None
@@ -101,15 +103,36 @@ def torch_array(value: object, name: str) -> np.ndarray | None:
             return tensor.view(torch.int16).numpy().view(_BFLOAT16)
         return tensor.numpy()
     except (TypeError, RuntimeError) as error:
+        readable = tensor.layout is torch.strided and tensor.device.type == "cpu"
+        if readable and (tensor.is_conj() or tensor.is_neg()):
+            return torch_array(tensor.resolve_conj().resolve_neg(), name)
+        dtype = str(tensor.dtype).removeprefix("torch.")
+        ml_dtype = getattr(ml_dtypes, dtype, None) if dtype.startswith("float8_") else None
+        if readable and ml_dtype is not None and np.dtype(ml_dtype).itemsize == tensor.element_size() == 1:
+            return tensor.view(torch.uint8).numpy().view(ml_dtype)
+        if readable:
+            raise ValueError(f"{name}: torch's {tensor.dtype} has no NumPy dtype") from None
         raise TypeError(f"{name}: expected a tensor on the CPU that NumPy can read ({error})") from None
 
 
+def from_torch(value: object, name: str) -> object:
+    """`value` with every torch.Tensor in it (itself, or items of lists and tuples, nested) as its ndarray
+    (torch_array); `value` itself where it holds none (or torch is not imported)."""
+    if "torch" not in sys.modules:
+        return value
+    if isinstance(value, (list, tuple)):
+        items = [from_torch(v, name) for v in value]
+        return type(value)(items) if any(a is not b for a, b in zip(items, value)) else value
+    tensor = torch_array(value, name)
+    return value if tensor is None else tensor
+
+
 def as_array(value: object, name: str) -> np.ndarray:
-    """A functional form's array-like as an array (np.asarray; a torch.Tensor by torch_array); TypeError naming
-    the parameter when `value` is no array-like at all but one non-numeric object (None, a str, another
-    object: SPEC section 7, "TypeError for non-arrays"). Arrays and sequences of a wrong dtype are left to
-    the caller (ValueError; a gather takes strings and objects); a ragged sequence is a ValueError naming the
-    parameter."""
+    """A functional form's array-like as an array (np.asarray; torch.Tensors, also inside sequences, by
+    torch_array); TypeError naming the parameter when `value` is no array-like at all but one non-numeric
+    object (None, a str, another object: SPEC section 7, "TypeError for non-arrays"). Arrays and sequences of
+    a wrong dtype are left to the caller (ValueError; a gather takes strings and objects); a ragged sequence
+    is a ValueError naming the parameter."""
     if isinstance(value, np.ndarray):
         return value
     tensor = torch_array(value, name)
@@ -119,6 +142,11 @@ def as_array(value: object, name: str) -> np.ndarray:
         array = np.asarray(value)
     except ValueError as error:   # (NumPy's "setting an array element with a sequence ...")
         raise ValueError(f"{name}: {error}") from None
+    except (TypeError, RuntimeError):   # (a sequence of tensors torch will not give NumPy: read them here)
+        converted = from_torch(value, name)
+        if converted is value:
+            raise
+        return as_array(converted, name)
     if array.ndim == 0 and array.dtype.kind in "OUS":
         raise TypeError(f"{name}: expected an array-like of numbers, got {type(value).__name__}")
     return array

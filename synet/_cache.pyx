@@ -12,9 +12,12 @@ from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, Py
                                PyThread_free_lock, PyThread_release_lock)
 
 import struct
+import sys
 from collections import OrderedDict
 
 import numpy as np
+
+from ._arrays import torch_array
 
 CAPACITY = 128  # plans per op; the least recently used one goes first
 
@@ -119,8 +122,8 @@ def clear() -> None:
 def key_of(value: object) -> object:
     """A hashable key of a parameter value that tells apart what validation tells apart: scalars with
     their type (True, 1 and 1.0 differ; floats by their bits, so -0.0 and 0.0, and NaNs of either sign),
-    arrays by their dtype and bytes, sequences by their contents. TypeError for a value it cannot key (an
-    array of objects, whose bytes are pointers: the call then plans without the cache)."""
+    arrays and torch tensors by their dtype and bytes, sequences by their contents. TypeError for a value it
+    cannot key (an array of objects, whose bytes are pointers: the call then plans without the cache)."""
     if isinstance(value, np.ndarray):
         if value.dtype.hasobject:
             raise TypeError("an array of objects has no key")
@@ -129,6 +132,13 @@ def key_of(value: object) -> object:
         return (type(value).__name__, tuple(key_of(v) for v in value))
     if isinstance(value, (float, np.floating)):   # by its bits: -0.0 == 0.0, but a slope of -0.0 gives -0
         return (type(value), _INT_BITS.unpack(_FLOAT_BITS.pack(float(value)))[0])
+    if "torch" in sys.modules:   # a tensor by its values (its hash is its identity: changed in place, kept its plan)
+        try:
+            tensor = torch_array(value, "value")
+        except ValueError as error:
+            raise TypeError(str(error)) from None
+        if tensor is not None:
+            return key_of(tensor)
     hash(value)
     return (type(value), value)
 

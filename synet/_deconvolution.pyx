@@ -627,6 +627,8 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
     if not (cnp.PyArray_Check(x) and (<cnp.ndarray>x).dtype is _FLOAT32):
         x = _as_operand(x, "x")
     w = weight if cnp.PyArray_Check(weight) else as_array(weight, "weight")
+    if bias is not None and not cnp.PyArray_Check(bias):   # (an array for out's overlap checks)
+        bias = as_array(bias, "bias")
     if out is not None:
         out = require_array(out, "out")
     slow = _cache.key_of

@@ -20,7 +20,7 @@ import numbers
 import numpy as np
 
 from ._activations import activation_params
-from ._arrays import as_array, native, torch_array
+from ._arrays import as_array, from_torch, native
 from ._types import Activation, DataType, as_activation, as_data_type, dtype_or_none
 
 IO_DTYPES = {DataType.FLOAT32: np.dtype(np.float32), DataType.UINT8: np.dtype(np.uint8),
@@ -131,9 +131,7 @@ def _values(value: object, name: str, check) -> tuple[list, bool]:
     """(values, per_axis): a scalar (a number, a 0-d array or a one-element 1-D array: per tensor, as
     NumPy broadcasting and onnxruntime's QLinear ops read it), or a 1-D sequence checked element by
     element."""
-    tensor = torch_array(value, name)
-    if tensor is not None:
-        value = tensor
+    value = from_torch(value, name)
     if isinstance(value, (np.ndarray, list, tuple)):
         try:  # a list keeps its items as they are (no conversion of them all to one dtype)
             array = np.asarray(value, dtype=object if not isinstance(value, np.ndarray) else None)
@@ -143,9 +141,10 @@ def _values(value: object, name: str, check) -> tuple[list, bool]:
         if array.ndim > 1 or array.size == 0:
             raise ValueError(f"{name}: expected a number or a non-empty 1-D array (per axis), got shape "
                              f"{array.shape}")
-        items = array.reshape(-1).tolist() if array.dtype != object else list(array.reshape(-1))
+        items = array.reshape(-1).tolist() if array.dtype != object else \
+            [v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else v for v in array.reshape(-1)]   # (0-d arrays:
         values = [check(v.item() if isinstance(v, np.generic) else v, name if array.ndim == 0 else f"{name}[{i}]")
-                  for i, v in enumerate(items)]
+                  for i, v in enumerate(items)]                                   # a list of 0-d tensors' values)
         return values, len(values) > 1
     return [check(value, name)], False
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import sys
 
 import ml_dtypes
 import numpy as np
@@ -114,6 +115,10 @@ def as_data_type(value: object, param: str = "data_type") -> DataType:
             return DataType(int(value))
         except ValueError:
             pass
+    elif _is_torch_dtype(value):   # torch.float32, torch.bfloat16, torch.uint8 ...: by name
+        found = _DATA_TYPE_BY_NAME.get(str(value).removeprefix("torch."))
+        if found is not None:
+            return found
     else:
         dtype = dtype_or_none(value)
         if dtype is not None and dtype in _DATA_TYPE_OF_DTYPE:
@@ -122,9 +127,15 @@ def as_data_type(value: object, param: str = "data_type") -> DataType:
             raise ValueError(f"{param}: NumPy's {dtype} is none of synet's data types "
                              f"({', '.join(str(d) for d in _DATA_TYPE_OF_DTYPE)})")
     raise ValueError(
-        f"{param}: expected a DataType, its name (e.g. 'float32', 'bf16', '8u') or a NumPy "
+        f"{param}: expected a DataType, its name (e.g. 'float32', 'bf16', '8u') or a NumPy (or torch) "
         f"dtype, got {_describe(value)}"
     )
+
+
+def _is_torch_dtype(value: object) -> bool:
+    """Whether `value` is a torch.dtype (torch is never imported here)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.dtype)
 
 
 def dtype_or_none(value: object) -> np.dtype | None:

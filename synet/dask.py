@@ -45,7 +45,7 @@ import numpy as np
 import synet
 
 from . import _cache, _deconvolution, _deconvolution_plan, _gather_plan
-from ._arrays import as_array
+from ._arrays import as_array, from_torch
 from ._kernels import resolve_num_threads
 from ._types import Activation, as_activation
 
@@ -370,6 +370,7 @@ activation_params, out_dtype
     _check_threads(n_threads)
     x, unbatched = _prepare_x(x, 4)
     w = _deconvolution_plan.check_reals(as_array(weight, "weight"), "weight")
+    bias, activation_params = from_torch(bias, "bias"), from_torch(activation_params, "activation_params")
     batched = x.ndim == 4 and not math.isnan(x.shape[0])
     shape_x = (max(x.shape[0], 1), *x.shape[1:]) if batched else (1, *x.shape[1:]) if x.ndim == 4 else x.shape
     conv, _, _, shape, *kind = _deconvolution_plan.functional_conv(
@@ -402,6 +403,8 @@ def _conv_nd(name: str, rank: int):
         _check_threads(n_threads)
         if "out" in options:
             raise TypeError(f"{name}: out= is not supported over dask arrays")
+        if "activation_params" in options:
+            options["activation_params"] = from_torch(options["activation_params"], "activation_params")
         x, unbatched = _prepare_x(x, rank)
         kwargs = dict(stride=stride, padding=padding, output_padding=output_padding, groups=groups,
                       dilation=dilation, **options)
@@ -565,6 +568,10 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     """
     _check_threads(n_threads)
     operands = [x if isinstance(x, da.Array) else as_array(x, name) for x, name in ((a, "a"), (b, "b"))]
+    a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero, activation_params = (
+        from_torch(value, name) for value, name in ((a_scale, "a_scale"), (a_zero, "a_zero"), (b_scale, "b_scale"),
+                                                    (b_zero, "b_zero"), (dst_scale, "dst_scale"),
+                                                    (dst_zero, "dst_zero"), (activation_params, "activation_params")))
     shared = [not isinstance(x, da.Array) for x in operands]
     if all(shared):
         operands[0], shared[0] = da.from_array(operands[0], chunks=-1), False

@@ -125,3 +125,95 @@ def test_tensors_numpy_cannot_read_raise_type_error_naming_the_parameter(kind):
         synet.gather_elements(tensor, np.zeros((1, 2, 3, 3), np.int64))
     with pytest.raises(TypeError, match=r"^a_scale: expected a tensor"):
         synet.quantized_add(np.ones(3, np.uint8), np.ones(3, np.uint8), a_scale=tensor)
+
+
+def test_a_tensor_parameter_changed_in_place_gives_the_new_result():
+    """The plan caches key a tensor by its values (its hash is its identity): an optimiser step that moves a
+    PReLU weight, or a scale changed in place, must not get the old plan; equal fresh tensors share one."""
+    x, w = np.full((1, 1, 2, 2), -1.0, np.float32), np.ones((1, 1, 1, 1), np.float32)
+    prelu = torch.nn.PReLU(1, init=0.25)
+    before = synet.conv_transpose2d(x, w, activation="prelu", activation_params=prelu.weight)
+    with torch.no_grad():
+        prelu.weight.add_(4.0)
+    after = synet.conv_transpose2d(x, w, activation="prelu", activation_params=prelu.weight)
+    assert before.ravel()[0] == np.float32(-0.25) and after.ravel()[0] == np.float32(-4.25)
+    scale = torch.tensor(1.0)
+    a, b = np.array([10], np.uint8), np.array([0], np.uint8)
+    assert synet.quantized_add(a, b, a_scale=scale)[0] == 10
+    scale.fill_(2.0)
+    assert synet.quantized_add(a, b, a_scale=scale)[0] == 20
+    synet.clear_plan_cache()
+    for _ in range(5):
+        synet.quantized_add(a, b, a_scale=torch.tensor(2.0), activation="prelu", activation_params=torch.tensor([0.5]))
+    assert synet.plan_cache_info()["quantized_add"]["hits"] == 4
+
+
+def test_lists_of_tensors_are_read_as_their_values():
+    lo, hi = torch.nn.Parameter(torch.tensor(-1.0)), torch.nn.Parameter(torch.tensor(1.0))
+    x, w = np.array([[[[-3.0, 0.5]]]], np.float32), np.ones((1, 1, 1, 1), np.float32)
+    got = synet.conv_transpose2d(x, w, [lo], activation="restrict_range", activation_params=[lo, hi])
+    assert bits(got) == bits(synet.conv_transpose2d(x, w, [-1.0], activation="restrict_range",
+                                                    activation_params=[-1.0, 1.0]))
+    half = [torch.tensor(0.5, dtype=torch.bfloat16), torch.tensor(0.25, dtype=torch.bfloat16)]
+    assert bits(synet.gather_elements(half, [1, 0])) == bits(np.array([0.25, 0.5], BF16))
+    a = np.array([4, 6], np.uint8)
+    got = synet.quantized_add(a, a, a_scale=[torch.tensor(0.5), torch.tensor(2.0)], axis=0)
+    assert bits(got) == bits(synet.quantized_add(a, a, a_scale=[0.5, 2.0], axis=0))
+
+
+def test_out_overlapping_a_tensor_bias_is_refused():
+    out = np.zeros((1, 2, 2, 2), np.float32)
+    bias = torch.from_numpy(out.reshape(-1)[:2])
+    for x, w in ((np.ones((1, 1, 2, 2), np.float32), np.ones((1, 2, 1, 1), np.float32)),
+                 (np.zeros((1, 0, 2, 2), np.float32), np.zeros((0, 2, 1, 1), np.float32))):   # (act(bias) alone)
+        with pytest.raises(ValueError, match="^out: must not overlap x or bias$"):
+            synet.conv_transpose2d(x, w, bias, out=out)
+    for bias in (torch.nn.Parameter(torch.tensor([1.0, 2.0])), torch.tensor([1.0, 2.0], dtype=torch.bfloat16)):
+        got = synet.conv_transpose2d(np.zeros((1, 0, 2, 2), np.float32), np.zeros((0, 2, 1, 1), np.float32), bias,
+                                     out=out)
+        assert got is out and np.array_equal(out[0, :, 0, 0], [1.0, 2.0])
+
+
+def test_conjugate_negative_and_float8_tensors_are_read():
+    z = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    assert bits(synet.gather_elements(z.conj(), [1, 0])) == bits(np.array([3 + 4j, 1 - 2j], np.complex64))
+    assert np.array_equal(synet.round_to_bfloat16(z.conj().imag), [-2.0, 4.0])
+    f8 = torch.tensor([0.5, 3.0]).to(torch.float8_e4m3fn)
+    got = synet.gather_elements(f8, [1, 0])
+    assert got.dtype == np.dtype(ml_dtypes.float8_e4m3fn) and np.array_equal(got.astype(np.float32), [3.0, 0.5])
+
+
+def test_tensor_dtypes_numpy_lacks_are_value_errors():
+    """complex32 (as the quantised dtypes) has no NumPy equivalent: a bad dtype (ValueError, SPEC section 7)."""
+    half = torch.tensor([0.5, 1.0], dtype=torch.complex32)
+    with pytest.raises(ValueError, match=r"^a: torch's torch.complex32 has no NumPy dtype$"):
+        synet.quantized_add(half, np.zeros(2, np.uint8))
+    with pytest.raises(ValueError, match=r"^data: torch's torch.complex32 has no NumPy dtype$"):
+        synet.gather_elements(half, [0])
+
+
+def test_torch_dtypes_name_data_types():
+    x, w = np.ones((1, 2, 3, 3), np.float32), np.ones((2, 2, 1, 1), np.float32)
+    got = synet.conv_transpose2d(x, w, out_dtype=torch.bfloat16)
+    assert got.dtype == BF16 and bits(got) == bits(synet.conv_transpose2d(x, w, out_dtype="bfloat16"))
+    a = np.array([1, 2], np.uint8)
+    assert synet.quantized_add(a, a, dst_dtype=torch.float32).dtype == np.float32
+    with pytest.raises(ValueError, match=r"^out_dtype: expected float32 or bfloat16, got FLOAT16$"):
+        synet.conv_transpose2d(x, w, out_dtype=torch.float16)
+
+
+def test_dask_forms_take_tensor_parameters():
+    da = pytest.importorskip("dask.array")
+    import synet.dask as sd
+    a = da.from_array(np.linspace(-2, 2, 24, dtype=np.float32).reshape(2, 3, 4), chunks=1)
+    b = np.zeros((2, 3, 4), np.float32)
+    slopes = np.array([0.1, 0.2, 0.3], np.float32)
+    got = sd.quantized_add(a, b, dst_dtype="float32", activation="prelu", activation_params=torch.from_numpy(slopes))
+    expected = synet.quantized_add(a.compute(), b, dst_dtype="float32", activation="prelu", activation_params=slopes)
+    assert bits(got.compute()) == bits(expected)
+    x = da.from_array(np.ones((2, 2, 3, 3), np.float32), chunks=1)
+    w, bias = torch.nn.Parameter(torch.ones(2, 2, 1, 1)), torch.nn.Parameter(torch.tensor([0.5, -0.5]))
+    got = sd.conv_transpose2d(x, w, bias, activation="leaky_relu", activation_params=torch.tensor([0.25]))
+    expected = synet.conv_transpose2d(x.compute(), numpy_of(w), numpy_of(bias), activation="leaky_relu",
+                                      activation_params=[0.25])
+    assert bits(got.compute()) == bits(expected)
