@@ -190,6 +190,29 @@ def test_depthwise_and_planar_nans_canonical(layout, groups, dst_c, kernel, stri
     assert_nans_canonical(y)
 
 
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("groups, dst_c", [(1, 16), (24, 24), (1, 3)])   # GEMM; depthwise; planar
+@pytest.mark.parametrize("bits", [0x7F800001, 0x7FFFFFFF, 0xFFFFFFFF, 0xFF800001])
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast:RuntimeWarning")
+def test_nan_inputs_whose_rounding_carries_stay_nans(layout, groups, dst_c, bits):
+    """FP32 NaN inputs whose BF16 rounding, done on the bits, would carry out of the NaN: a signalling NaN with
+    a low payload (0x7F800001 + 0x7FFF is +inf's BF16), all-ones payloads (0xFFFFFFFF + 0x7FFF wraps to +0).
+    They must reach the same outputs as the default NaN does, as canonical NaNs."""
+    rng = np.random.default_rng(dst_c)
+    x = rng.standard_normal((1, 24, 9, 37)).astype(np.float32)
+    w = rng.standard_normal((24, dst_c // groups, 4, 4)).astype(np.float32)
+    if layout == "NHWC":
+        x, w = to_nhwc(x), to_nhwc(w)
+    results = []
+    for nan in (0x7FC00000, bits):
+        given = x.copy()
+        given.reshape(-1).view(np.uint32)[::31] = nan
+        results.append(conv_transpose2d(given, w, stride=2, padding=1, groups=groups, layout=layout))
+    assert np.isnan(results[0]).any()
+    np.testing.assert_array_equal(np.isnan(results[1]), np.isnan(results[0]))
+    assert_nans_canonical(results[1])
+
+
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("act", list(Activation))
 def test_activations(fmt, act):

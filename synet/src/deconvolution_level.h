@@ -367,12 +367,14 @@ SYNET_INLINE vreg load_source(const void *s, int src_bf16, synet_size i, int n)
 SYNET_INLINE void store_image(void *d, int f32, int src_bf16, int quads, synet_size i, int n, vreg v)
 {
 #if SYNET_AVX512
+    if (f32) { /* (v is its BF16 value when it came from BF16 bits) */
+        _mm512_mask_storeu_ps((float *)d + i, synet_mask16(n),
+                              src_bf16 ? (__m512)canonical_nan_vf(v) : synet_bf16_round_canonical_x16(v));
+        return;
+    }
     const vregi bits =
         src_bf16 ? _mm512_srli_epi32(_mm512_castps_si512(v), 16) : synet_bf16_nearest_x16(_mm512_castps_si512(v));
-    if (f32)
-        _mm512_mask_storeu_ps((float *)d + i, synet_mask16(n),
-                              canonical_nan_vf(_mm512_castsi512_ps(_mm512_slli_epi32(bits, 16))));
-    else if (quads)
+    if (quads)
         _mm256_mask_storeu_epi16((uint16_t *)d + i, synet_mask16((n + 3) & ~3),
                                  quad_order(_mm512_cvtepi32_epi16(bits)));
     else
