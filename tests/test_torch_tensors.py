@@ -183,6 +183,7 @@ def test_conjugate_negative_and_float8_tensors_are_read():
     assert got.dtype == np.dtype(ml_dtypes.float8_e4m3fn) and np.array_equal(got.astype(np.float32), [3.0, 0.5])
 
 
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental:UserWarning")
 def test_tensor_dtypes_numpy_lacks_are_value_errors():
     """complex32 (as the quantised dtypes) has no NumPy equivalent: a bad dtype (ValueError, SPEC section 7)."""
     half = torch.tensor([0.5, 1.0], dtype=torch.complex32)
