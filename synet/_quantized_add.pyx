@@ -270,17 +270,18 @@ cdef inline _QaddState _ready(QuantizedAdd context):
     return <_QaddState>context._state
 
 
-cdef _check_alias(dst, operand, str name):
+cdef _check_alias(dst, operand, str name, str dst_name):
     """dst may be `operand` itself (in-place: same data, dtype and size), never a partial overlap."""
     if overlaps(dst, operand):
         if not (data_of(dst) == data_of(operand) and dst.dtype == operand.dtype and dst.size == operand.size):
-            raise ValueError(f"dst: overlaps {name} without being {name} itself (in-place needs the "
+            raise ValueError(f"{dst_name}: overlaps {name} without being {name} itself (in-place needs the "
                              f"same data, dtype {dst.dtype} and {dst.size} elements; got {name} "
                              f"with dtype {operand.dtype} and {operand.size} elements)")
 
 
-cdef object _forward(_QaddState st, a, b, dst, int threads, shaped_like=None):
-    """The checked run of one prepared add: the fast path of forward and of the functional form. With
+cdef object _forward(_QaddState st, a, b, dst, int threads, shaped_like=None, str dst_name="dst"):
+    """The checked run of one prepared add: the fast path of forward and of the functional form (its `dst` named
+    `dst_name`: "out"). With
     `shaped_like` (functional form only: the operand whose shape the output has, when the walk follows from
     the shapes), the plan runs on this call's sizes: one row of the output, or the walk of an operand that
     varies along one axis of the other (_along_walk)."""
@@ -310,9 +311,9 @@ cdef object _forward(_QaddState st, a, b, dst, int threads, shaped_like=None):
                       cnp.PyArray_DIMS(<cnp.ndarray>shaped_like))
     else:
         if not is_output(dst, st.dst_dtype, None, p.size):
-            check_buffer(dst, "dst", (st.dst_dtype,), p.size, writeable=True)
-        _check_alias(dst, a, "a")
-        _check_alias(dst, b, "b")
+            check_buffer(dst, dst_name, (st.dst_dtype,), p.size, writeable=True)
+        _check_alias(dst, a, "a", dst_name)
+        _check_alias(dst, b, "b", dst_name)
     if p.size == 0:
         return dst
     cdef const void* pa = data_of(a)
@@ -723,4 +724,4 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
                          f"and dtype {out.dtype}")
     if out is not None and (not out.flags.c_contiguous or not out.flags.writeable):
         raise ValueError("out: expected a writeable C-contiguous array")
-    return _forward(st, a, b, out, threads, shaped_like)
+    return _forward(st, a, b, out, threads, shaped_like, "out")

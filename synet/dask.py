@@ -34,6 +34,7 @@ ImportError saying so.
 from __future__ import annotations
 
 import collections
+import copy
 import math
 import multiprocessing
 import pickle
@@ -568,10 +569,10 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     """
     _check_threads(n_threads)
     operands = [x if isinstance(x, da.Array) else as_array(x, name) for x, name in ((a, "a"), (b, "b"))]
-    a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero, activation_params = (
-        from_torch(value, name) for value, name in ((a_scale, "a_scale"), (a_zero, "a_zero"), (b_scale, "b_scale"),
-                                                    (b_zero, "b_zero"), (dst_scale, "dst_scale"),
-                                                    (dst_zero, "dst_zero"), (activation_params, "activation_params")))
+    a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero, activation_params = (   # (copies: the graph's tasks
+        copy.deepcopy(from_torch(value, name))                                   # read them, checked now)
+        for value, name in ((a_scale, "a_scale"), (a_zero, "a_zero"), (b_scale, "b_scale"), (b_zero, "b_zero"),
+                            (dst_scale, "dst_scale"), (dst_zero, "dst_zero"), (activation_params, "activation_params")))
     shared = [not isinstance(x, da.Array) for x in operands]
     if all(shared):
         operands[0], shared[0] = da.from_array(operands[0], chunks=-1), False

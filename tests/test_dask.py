@@ -135,6 +135,18 @@ def test_conv_degenerate_shapes():
         assert same_bits(result.compute(scheduler="threads"), synet.conv_transpose2d(x, w, b, **kwargs))
 
 
+def test_quantized_add_parameters_are_taken_when_the_graph_is_built():
+    """The arguments are checked when the graph is built; the tasks must run with those values, not with what
+    the caller's arrays and lists hold by the time the graph is computed."""
+    a = da.from_array(np.full(4, 10, np.uint8), chunks=2)
+    scale, slopes = np.array([1.0, 1.0, 1.0, 1.0]), [0.5]
+    result = sd.quantized_add(a, np.zeros(4, np.uint8), a_scale=scale, axis=0, activation="prelu",
+                              activation_params=slopes)
+    scale[:] = 2.0
+    slopes[0] = 0.25
+    np.testing.assert_array_equal(result.compute(), [10, 10, 10, 10])
+
+
 def test_quantized_add_chunks_below_and_above_the_lookup_table():
     """The whole array takes the lookup-table kernel, its chunks the computed one: the same bits."""
     r = rng(5)

@@ -1540,6 +1540,11 @@ def test_functional_errors():
         quantized_add(u8, u8, dst_zero=256)
     with pytest.raises(ValueError, match="activation"):
         quantized_add(u8, u8, activation="tanh")
+    buf = np.zeros(12, np.uint8)   # out partly over an operand: named out, as the functional form calls it
+    with pytest.raises(ValueError, match="^out: overlaps a without being a itself"):
+        quantized_add(buf[:6], np.ones(6, np.uint8), out=buf[3:9])
+    with pytest.raises(ValueError, match="^out: overlaps b without being b itself"):
+        quantized_add(np.ones(6, np.uint8), buf[:6], out=buf[1:7])
 
 
 # ---------------------------------------------------------------------------------------------
