@@ -122,7 +122,8 @@ def probe(seed: int = 0) -> dict[str, np.ndarray]:
     # Deconvolution: both layouts, FP32 / BF16 in and out, every activation, GEMM, depthwise and (channels first,
     # few output channels) planar, 1 and 2 threads
     # (NaNs of both signs and payloads, and infinities, in inputs and weights: a sum meeting NaNs of both signs)
-    specials = np.array([0x7FC00000, 0xFFC00000, 0x7FA50000, 0xFF812345, 0x7F800000, 0xFF800000],
+    specials = np.array([0x7FC00000, 0xFFC00000, 0x7FA50000, 0xFF812345, 0x7F800000, 0xFF800000, 0x7F800001,
+                         0xFFFFFFFF],   # (the last two: NaNs whose BF16 rounding on the bits would carry)
                         np.uint32).view(np.float32)
     for fmt, nonfinite in (("NCHW", False), ("NHWC", False), ("NCHW", True), ("NHWC", True)):
         for src_c, dst_c, group, kernel, stride, width in (

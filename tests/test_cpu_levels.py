@@ -245,6 +245,45 @@ def test_every_level_gives_the_same_bits(probes):
         assert not different, f"{level} differs from {reference_level} on {len(different)} results: {different[:5]}"
 
 
+OVERFLOW_PROBE = r"""
+import sys, numpy as np, synet
+big = np.float32(2.0**127)
+outputs = []
+# depthwise channels last, 24 channels: the last 8 are the scalar tail of AVX-512's 16-lane vectors, a vector
+# at AVX2; planar (3 output channels), both layouts; the GEMM (16 output channels): in each, one output sums
+# 1.5 * 2^127 and then -2.5 * 2^127 (the second product beyond FP32's range)
+for groups, c_in, c_out in ((24, 24, 24), (1, 8, 3), (1, 8, 16)):
+    for layout in ("NHWC", "NCHW"):
+        x = np.zeros((1, 6, 40, c_in), np.float32)
+        x[..., c_in - 4] = big
+        w = np.zeros((c_in, 2, 2, c_out // groups), np.float32)
+        w[c_in - 4, 0, 0, :], w[c_in - 4, 0, 1, :] = 1.5, -2.5
+        if layout == "NCHW":
+            x, w = np.ascontiguousarray(x.transpose(0, 3, 1, 2)), np.ascontiguousarray(w.transpose(0, 3, 1, 2))
+        outputs.append(synet.conv_transpose2d(x, w, groups=groups, layout=layout).reshape(-1))
+np.save(sys.argv[1], np.concatenate(outputs).view(np.uint32))
+"""
+
+
+def test_fma_levels_agree_where_products_overflow(tmp_path):
+    """Products beyond FP32's range: every level with FMA instructions gives the same bits, the scalar tails of
+    vector loops too (an fma keeps the product a rounded one loses: 1.5 * 2^127 - 2.5 * 2^127 is -2^127, with
+    the product rounded first -inf). The baseline, without FMA, is the documented exception."""
+    levels = [level for level in LEVELS[:LEVELS.index(SUPPORTED) + 1] if level != "baseline"]
+    if len(levels) < 2:
+        pytest.skip("needs two CPU levels with FMA instructions")
+    results = {}
+    for level in levels:
+        path = tmp_path / f"{level}.npy"
+        result = run_python(["-c", OVERFLOW_PROBE, str(path)], {"SYNET_MAX_ISA": level})
+        assert result.returncode == 0, result.stderr[-3000:]
+        results[level] = np.load(path)
+    values = results[levels[0]].view(np.float32)
+    assert (values == np.float32(-(2.0**127))).sum() >= 6 * 200   # every case has the fma's sums
+    for level in levels[1:]:
+        assert np.array_equal(results[level], results[levels[0]]), f"{level} differs from {levels[0]}"
+
+
 # ---------------------------------------------------------------------------------------------
 # Emulated CPUs: the baseline really is the baseline
 

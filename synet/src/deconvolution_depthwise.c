@@ -133,9 +133,8 @@ void deconv_depthwise_pad_row(const synet_deconv_plan *p, const void *src, void 
                pix, r % rows / p->padded_h, r % p->padded_h, p->padded_w * pix, source_end(p, src));
 }
 
-/* One vector of outputs i..i+VW-1 of a phase: sum_t w[t] * s[toff[t] + i], in tap order. BF16 products
-   are exact in FP32, so the multiply-add equals the fma and a scalar sum in the same order gives the
-   lanes' bits. */
+/* One vector of outputs i..i+VW-1 of a phase: sum_t w[t] * s[toff[t] + i], in tap order; phase_scalar, the same
+   sum of one output by multiply_add1, gives the lanes' bits. */
 SYNET_INLINE vfloat phase_vector(const float *s, const int64_t *toff, const float *w, int64_t ntaps, int64_t i)
 {
     vfloat a = {};
@@ -148,7 +147,7 @@ SYNET_INLINE float phase_scalar(const float *s, const int64_t *toff, const float
 {
     float a = 0.0f;
     for (int64_t t = 0; t < ntaps; ++t)
-        a = a + w[t] * s[toff[t] + i];
+        a = multiply_add1(w[t], s[toff[t] + i], a);
     return a;
 }
 
@@ -906,7 +905,7 @@ SYNET_INLINE void channels_last_tile(const float *s, synet_size C, const int64_t
             for (synet_size c = nv * VW; c < cn; ++c) {
                 float a = 0.0f;
                 for (int64_t t = 0; t < ntaps; ++t)
-                    a = a + w[t * C + c] * s[l * s_row + m * C + toff[t] + c];
+                    a = multiply_add1(w[t * C + c], s[l * s_row + m * C + toff[t] + c], a);
                 store_f(out, l * out_row + m * step + c, finish1(a, mode ? bias[c] : 0.0f, mode), BF16);
             }
 }

@@ -60,7 +60,20 @@ SYNET_INLINE vfloat multiply_add(vfloat a, vfloat b, vfloat c)
 #elif SYNET_AVX2
     return _mm256_fmadd_ps(a, b, c);
 #else
-    return a * b + c; /* no FMA at the baseline: the same as an fma where the product is exact */
+    return a * b + c; /* no FMA at the baseline: the same as an fma where the product is exact (see
+                         deconvolution.rst, "Products beyond FP32's range") */
+#endif
+}
+
+/* multiply_add of one lane, for the scalar tails of vector loops: the fma where the level has FMA instructions
+   (the tail gives the lanes' bits also where a product is inexact: beyond FP32's range or below its normal
+   range, where the fma keeps what a rounded product loses), a * b + c below */
+SYNET_INLINE float multiply_add1(float a, float b, float c)
+{
+#if SYNET_AVX512 || SYNET_AVX2
+    return __builtin_fmaf(a, b, c);
+#else
+    return a * b + c;
 #endif
 }
 
