@@ -87,6 +87,11 @@ def internal_error(where: str, status: int) -> InternalError:
                          f"(a bug in synet: please report it)")
 
 
+def loaded_torch():
+    """The torch module if the caller has imported it, else None (synet never imports it)."""
+    return sys.modules.get("torch")
+
+
 def torch_array(value: object, name: str) -> np.ndarray | None:
     """A torch.Tensor's data as an ndarray over its memory, None for anything else. Detached (synet computes
     no gradients: NumPy's own conversion refuses a tensor that requires them, such as a layer's weight);
@@ -94,7 +99,7 @@ def torch_array(value: object, name: str) -> np.ndarray | None:
     view resolved (a copy). A tensor whose dtype NumPy has no equivalent of (quantised, complex32) is a
     ValueError, one NumPy cannot see at all (on another device, sparse, meta) a TypeError, each naming the
     parameter. torch is never imported here."""
-    torch = sys.modules.get("torch")
+    torch = loaded_torch()
     if torch is None or not isinstance(value, torch.Tensor):
         return None
     tensor = value.detach() if value.requires_grad else value
@@ -118,7 +123,7 @@ def torch_array(value: object, name: str) -> np.ndarray | None:
 def from_torch(value: object, name: str) -> object:
     """`value` with every torch.Tensor in it (itself, or items of lists and tuples, nested) as its ndarray
     (torch_array); `value` itself where it holds none (or torch is not imported)."""
-    if "torch" not in sys.modules:
+    if loaded_torch() is None:
         return value
     if isinstance(value, (list, tuple)):
         items = [from_torch(v, name) for v in value]

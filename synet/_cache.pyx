@@ -12,12 +12,11 @@ from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, Py
                                PyThread_free_lock, PyThread_release_lock)
 
 import struct
-import sys
 from collections import OrderedDict
 
 import numpy as np
 
-from ._arrays import torch_array
+from ._arrays import loaded_torch, torch_array
 
 CAPACITY = 128  # plans per op; the least recently used one goes first
 
@@ -132,13 +131,15 @@ def key_of(value: object) -> object:
         return (type(value).__name__, tuple(key_of(v) for v in value))
     if isinstance(value, (float, np.floating)):   # by its bits: -0.0 == 0.0, but a slope of -0.0 gives -0
         return (type(value), _INT_BITS.unpack(_FLOAT_BITS.pack(float(value)))[0])
-    if "torch" in sys.modules:   # a tensor by its values (its hash is its identity: changed in place, kept its plan)
-        try:
-            tensor = torch_array(value, "value")
+    if value is None or isinstance(value, (int, str, type, np.dtype, np.generic)):   # (the usual: no tensor)
+        hash(value)
+        return (type(value), value)
+    torch = loaded_torch()
+    if torch is not None and isinstance(value, torch.Tensor):   # by its values: its hash is its identity (changed
+        try:                                                      # in place, it kept its plan)
+            return key_of(torch_array(value, "value"))
         except ValueError as error:
             raise TypeError(str(error)) from None
-        if tensor is not None:
-            return key_of(tensor)
     hash(value)
     return (type(value), value)
 

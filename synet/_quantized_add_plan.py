@@ -141,10 +141,11 @@ def _values(value: object, name: str, check) -> tuple[list, bool]:
         if array.ndim > 1 or array.size == 0:
             raise ValueError(f"{name}: expected a number or a non-empty 1-D array (per axis), got shape "
                              f"{array.shape}")
+        # (a list's 0-d arrays, such as a list of 0-d tensors' values, are read as their numbers)
         items = array.reshape(-1).tolist() if array.dtype != object else \
-            [v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else v for v in array.reshape(-1)]   # (0-d arrays:
+            [v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else v for v in array.reshape(-1)]
         values = [check(v.item() if isinstance(v, np.generic) else v, name if array.ndim == 0 else f"{name}[{i}]")
-                  for i, v in enumerate(items)]                                   # a list of 0-d tensors' values)
+                  for i, v in enumerate(items)]
         return values, len(values) > 1
     return [check(value, name)], False
 

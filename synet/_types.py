@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import enum
-import sys
 
 import ml_dtypes
 import numpy as np
+
+from ._arrays import loaded_torch
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -119,6 +120,8 @@ def as_data_type(value: object, param: str = "data_type") -> DataType:
         found = _DATA_TYPE_BY_NAME.get(str(value).removeprefix("torch."))
         if found is not None:
             return found
+        raise ValueError(f"{param}: torch's {value} is none of synet's data types "
+                         f"({', '.join(str(d) for d in _DATA_TYPE_OF_DTYPE)})")
     else:
         dtype = dtype_or_none(value)
         if dtype is not None and dtype in _DATA_TYPE_OF_DTYPE:
@@ -134,7 +137,7 @@ def as_data_type(value: object, param: str = "data_type") -> DataType:
 
 def _is_torch_dtype(value: object) -> bool:
     """Whether `value` is a torch.dtype (torch is never imported here)."""
-    torch = sys.modules.get("torch")
+    torch = loaded_torch()
     return torch is not None and isinstance(value, torch.dtype)
 
 

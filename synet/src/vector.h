@@ -119,13 +119,19 @@ SYNET_INLINE vfloat in_register(vfloat v)
 /* 16 lanes of float32 bits -> bfloat16 bits in the high half of each lane (the low half is not zeroed).
    Two constants only (the bit tests by shifts, NaN by an unordered compare): a kernel's weights stay in
    registers around it. */
+/* float32 bits rounded to nearest-even at bit 16 (bits + 0x7FFF + bit 16): right for every value but NaNs, whose
+   payload may carry into the exponent */
+SYNET_INLINE __m512i synet_bf16_round_bits_x16(__m512i bits)
+{
+    const __m512i lsb = _mm512_srli_epi32(_mm512_slli_epi32(bits, 15), 31); /* bit 16 */
+    return _mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7FFF)), lsb);
+}
+
 SYNET_INLINE __m512i synet_bf16_nearest_high_x16(__m512i bits)
 {
     const __mmask16 nan = _mm512_cmp_ps_mask(_mm512_castsi512_ps(bits), _mm512_castsi512_ps(bits), _CMP_UNORD_Q);
-    const __m512i lsb = _mm512_srli_epi32(_mm512_slli_epi32(bits, 15), 31); /* bit 16 */
-    const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7FFF)), lsb);
     const __m512i sign = _mm512_slli_epi32(_mm512_srli_epi32(bits, 31), 31);
-    return _mm512_mask_or_epi32(rounded, nan, sign, _mm512_set1_epi32(0x7FC00000));
+    return _mm512_mask_or_epi32(synet_bf16_round_bits_x16(bits), nan, sign, _mm512_set1_epi32(0x7FC00000));
 }
 
 /* 16 floats rounded to bfloat16 (nearest-even), as float32 values, NaNs canonical (canonical_nan_vf's): the
@@ -133,9 +139,7 @@ SYNET_INLINE __m512i synet_bf16_nearest_high_x16(__m512i bits)
    its NaN lanes (6 instructions, against 11 for synet_bf16_nearest_x16, a shift back and canonical_nan_vf) */
 SYNET_INLINE __m512 synet_bf16_round_canonical_x16(__m512 v)
 {
-    const __m512i bits = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_srli_epi32(_mm512_slli_epi32(bits, 15), 31); /* bit 16 */
-    const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7FFF)), lsb);
+    const __m512i rounded = synet_bf16_round_bits_x16(_mm512_castps_si512(v));
     const __m512 high = _mm512_castsi512_ps(_mm512_and_si512(rounded, _mm512_set1_epi32((int)0xFFFF0000u)));
     return _mm512_fixupimm_ps(high, v, _mm512_set1_epi32(0x33), 0); /* v's QNaN / SNaN lanes -> QNaN indefinite */
 }
