@@ -116,7 +116,7 @@ def torch_array(value: object, name: str) -> np.ndarray | None:
         if readable and ml_dtype is not None and np.dtype(ml_dtype).itemsize == tensor.element_size() == 1:
             return tensor.view(torch.uint8).numpy().view(ml_dtype)
         if readable:
-            raise ValueError(f"{name}: torch's {tensor.dtype} has no NumPy dtype") from None
+            raise ValueError(f"{name}: {tensor.dtype} has no NumPy dtype") from None
         raise TypeError(f"{name}: expected a tensor on the CPU that NumPy can read ({error})") from None
 
 

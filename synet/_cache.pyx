@@ -140,7 +140,10 @@ def key_of(value: object) -> object:
             return key_of(torch_array(value, "value"))
         except ValueError as error:
             raise TypeError(str(error)) from None
-    hash(value)
+    try:
+        hash(value)
+    except ValueError as error:   # (a writable memoryview: "cannot hash")
+        raise TypeError(str(error)) from None
     return (type(value), value)
 
 

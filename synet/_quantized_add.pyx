@@ -259,8 +259,10 @@ def _kept(value):
     """A copy of an init argument that later changes to the caller's arrays or lists do not reach."""
     if isinstance(value, np.ndarray):
         return value.copy()
-    if isinstance(value, (list, tuple)):
-        return type(value)(_kept(v) for v in value)
+    if isinstance(value, list):
+        return [_kept(v) for v in value]
+    if isinstance(value, tuple):   # (a plain one: a named tuple's constructor takes its fields one by one)
+        return tuple(_kept(v) for v in value)
     return value
 
 
@@ -281,10 +283,9 @@ cdef _check_alias(dst, operand, str name, str dst_name):
 
 cdef object _forward(_QaddState st, a, b, dst, int threads, shaped_like=None, str dst_name="dst"):
     """The checked run of one prepared add: the fast path of forward and of the functional form (its `dst` named
-    `dst_name`: "out"). With
-    `shaped_like` (functional form only: the operand whose shape the output has, when the walk follows from
-    the shapes), the plan runs on this call's sizes: one row of the output, or the walk of an operand that
-    varies along one axis of the other (_along_walk)."""
+    `dst_name`: "out"). With `shaped_like` (functional form only: the operand whose shape the output has, when
+    the walk follows from the shapes), the plan runs on this call's sizes: one row of the output, or the walk
+    of an operand that varies along one axis of the other (_along_walk)."""
     cdef int status
     cdef synet_qadd_plan flat
     cdef Py_ssize_t walk[6]

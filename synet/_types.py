@@ -88,6 +88,7 @@ _DTYPE_OF = {
     DataType.FLOAT16: np.dtype(np.float16),
 }
 _DATA_TYPE_OF_DTYPE = {dtype: dt for dt, dtype in _DTYPE_OF.items()}
+_NUMPY_DATA_TYPES = ", ".join(str(d) for d in _DATA_TYPE_OF_DTYPE)   # (for messages)
 
 
 def _name_key(name: str) -> str:
@@ -120,15 +121,13 @@ def as_data_type(value: object, param: str = "data_type") -> DataType:
         found = _DATA_TYPE_BY_NAME.get(str(value).removeprefix("torch."))
         if found is not None:
             return found
-        raise ValueError(f"{param}: torch's {value} is none of synet's data types "
-                         f"({', '.join(str(d) for d in _DATA_TYPE_OF_DTYPE)})")
+        raise ValueError(f"{param}: {value} is none of synet's data types ({_NUMPY_DATA_TYPES})")
     else:
         dtype = dtype_or_none(value)
         if dtype is not None and dtype in _DATA_TYPE_OF_DTYPE:
             return _DATA_TYPE_OF_DTYPE[dtype]
         if dtype is not None:
-            raise ValueError(f"{param}: NumPy's {dtype} is none of synet's data types "
-                             f"({', '.join(str(d) for d in _DATA_TYPE_OF_DTYPE)})")
+            raise ValueError(f"{param}: NumPy's {dtype} is none of synet's data types ({_NUMPY_DATA_TYPES})")
     raise ValueError(
         f"{param}: expected a DataType, its name (e.g. 'float32', 'bf16', '8u') or a NumPy (or torch) "
         f"dtype, got {_describe(value)}"

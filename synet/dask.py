@@ -34,7 +34,6 @@ ImportError saying so.
 from __future__ import annotations
 
 import collections
-import copy
 import math
 import multiprocessing
 import pickle
@@ -45,7 +44,7 @@ import numpy as np
 
 import synet
 
-from . import _cache, _deconvolution, _deconvolution_plan, _gather_plan
+from . import _cache, _deconvolution, _deconvolution_plan, _gather_plan, _quantized_add
 from ._arrays import as_array, from_torch
 from ._kernels import resolve_num_threads
 from ._types import Activation, as_activation
@@ -569,8 +568,8 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     """
     _check_threads(n_threads)
     operands = [x if isinstance(x, da.Array) else as_array(x, name) for x, name in ((a, "a"), (b, "b"))]
-    a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero, activation_params = (   # (copies: the graph's tasks
-        copy.deepcopy(from_torch(value, name))                                   # read them, checked now)
+    a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero, activation_params = (   # (copies of arrays and lists:
+        _quantized_add._kept(from_torch(value, name))                            # the tasks read them, checked now)
         for value, name in ((a_scale, "a_scale"), (a_zero, "a_zero"), (b_scale, "b_scale"), (b_zero, "b_zero"),
                             (dst_scale, "dst_scale"), (dst_zero, "dst_zero"), (activation_params, "activation_params")))
     shared = [not isinstance(x, da.Array) for x in operands]

@@ -295,6 +295,21 @@ def test_quantized_add_nan_sum_is_a_nan_at_every_level(level, tmp_path):
     assert run.stdout.split() == ["identity", "True", "relu", "True", "elu", "True"]
 
 
+def test_quantized_add_parameters_of_unusual_types():
+    """A named tuple of per-axis scales (synet.dask keeps a copy of it), a memoryview (no plan-cache key: hashing
+    a writable one raises ValueError, which the cache took for a bug)."""
+    import collections
+    scales = collections.namedtuple("scales", "r g b")(0.5, 1.0, 2.0)
+    a = np.full(3, 8, np.uint8)
+    expected = synet.quantized_add(a, a, a_scale=[0.5, 1.0, 2.0], axis=0)
+    assert bits(synet.quantized_add(a, a, a_scale=scales, axis=0)) == bits(expected)
+    with pytest.raises(ValueError, match=r"^a_scale: expected a finite number > 0, got <memory"):
+        synet.quantized_add(a, a, a_scale=memoryview(bytearray(8)))
+    pytest.importorskip("dask.array")
+    from synet import dask as synet_dask
+    assert bits(synet_dask.quantized_add(a, a, a_scale=scales, axis=0).compute(scheduler="sync")) == bits(expected)
+
+
 def test_dask_takes_named_tuples():
     """synet.dask's token of the arguments rebuilt tuples by their type: a named tuple's constructor failed."""
     da = pytest.importorskip("dask.array")

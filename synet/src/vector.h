@@ -116,9 +116,6 @@ SYNET_INLINE vfloat in_register(vfloat v)
 }
 
 #if SYNET_AVX512
-/* 16 lanes of float32 bits -> bfloat16 bits in the high half of each lane (the low half is not zeroed).
-   Two constants only (the bit tests by shifts, NaN by an unordered compare): a kernel's weights stay in
-   registers around it. */
 /* float32 bits rounded to nearest-even at bit 16 (bits + 0x7FFF + bit 16): right for every value but NaNs, whose
    payload may carry into the exponent */
 SYNET_INLINE __m512i synet_bf16_round_bits_x16(__m512i bits)
@@ -127,6 +124,9 @@ SYNET_INLINE __m512i synet_bf16_round_bits_x16(__m512i bits)
     return _mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7FFF)), lsb);
 }
 
+/* 16 lanes of float32 bits -> bfloat16 bits in the high half of each lane (the low half is not zeroed).
+   Two constants only (the bit tests by shifts, NaN by an unordered compare): a kernel's weights stay in
+   registers around it. */
 SYNET_INLINE __m512i synet_bf16_nearest_high_x16(__m512i bits)
 {
     const __mmask16 nan = _mm512_cmp_ps_mask(_mm512_castsi512_ps(bits), _mm512_castsi512_ps(bits), _CMP_UNORD_Q);
