@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 UINT16 = np.dtype(np.uint16)
-_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 HUGE_PAGE = 2 << 20          # bytes: an x86-64 transparent huge page
 HUGE_OUTPUT_MIN = 32 << 20   # bytes from which glibc maps every allocation afresh (its largest mmap threshold)
@@ -105,7 +105,7 @@ def torch_array(value: object, name: str) -> np.ndarray | None:
     tensor = value.detach() if value.requires_grad else value
     try:
         if tensor.dtype is torch.bfloat16:
-            return tensor.view(torch.int16).numpy().view(_BFLOAT16)
+            return tensor.view(torch.int16).numpy().view(BFLOAT16)
         return tensor.numpy()
     except (TypeError, RuntimeError) as error:
         readable = tensor.layout is torch.strided and tensor.device.type == "cpu"

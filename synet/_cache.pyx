@@ -131,10 +131,7 @@ def key_of(value: object) -> object:
         return (type(value).__name__, tuple(key_of(v) for v in value))
     if isinstance(value, (float, np.floating)):   # by its bits: -0.0 == 0.0, but a slope of -0.0 gives -0
         return (type(value), _INT_BITS.unpack(_FLOAT_BITS.pack(float(value)))[0])
-    if value is None or isinstance(value, (int, str, type, np.dtype, np.generic)):   # (the usual: no tensor)
-        hash(value)
-        return (type(value), value)
-    torch = loaded_torch()
+    torch = None if value is None or isinstance(value, (int, str, type, np.dtype, np.generic)) else loaded_torch()
     if torch is not None and isinstance(value, torch.Tensor):   # by its values: its hash is its identity (changed
         try:                                                      # in place, it kept its plan)
             return key_of(torch_array(value, "value"))

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import enum
 
-import ml_dtypes
 import numpy as np
 
-from ._arrays import loaded_torch
-
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+from ._arrays import BFLOAT16, loaded_torch
 
 
 class DataType(enum.IntEnum):

@@ -90,10 +90,19 @@ SYNET_INLINE float canonical_nan_f(float x)
     return synet_f32_bits_nan(synet_f32_bits(x)) ? synet_f32_from_bits(CANONICAL_NAN_BITS) : x;
 }
 
+#if SYNET_AVX512
+/* x, with the canonical NaN in the lanes where `of` is a NaN: one vfixupimmps classifying `of` (QNaN and SNaN,
+   tokens 0 and 1 -> the QNaN indefinite, response 3; others keep x, response 0) */
+SYNET_INLINE __m512 canonical_nan_where_x16(__m512 x, __m512 of)
+{
+    return _mm512_fixupimm_ps(x, of, _mm512_set1_epi32(0x33), 0);
+}
+#endif
+
 SYNET_INLINE vfloat canonical_nan_vf(vfloat x)
 {
-#if SYNET_AVX512 /* one instruction: QNaN and SNaN lanes (tokens 0, 1) -> the QNaN indefinite (3), others kept (0) */
-    return _mm512_fixupimm_ps(x, x, _mm512_set1_epi32(0x33), 0);
+#if SYNET_AVX512
+    return canonical_nan_where_x16(x, x);
 #elif SYNET_AVX2
     return _mm256_blendv_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32((int)CANONICAL_NAN_BITS)),
                             _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
@@ -141,7 +150,7 @@ SYNET_INLINE __m512 synet_bf16_round_canonical_x16(__m512 v)
 {
     const __m512i rounded = synet_bf16_round_bits_x16(_mm512_castps_si512(v));
     const __m512 high = _mm512_castsi512_ps(_mm512_and_si512(rounded, _mm512_set1_epi32((int)0xFFFF0000u)));
-    return _mm512_fixupimm_ps(high, v, _mm512_set1_epi32(0x33), 0); /* v's QNaN / SNaN lanes -> QNaN indefinite */
+    return canonical_nan_where_x16(high, v);
 }
 
 /* 16 lanes of float32 bits -> bfloat16 bits in the low half of each lane. */
