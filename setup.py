@@ -58,6 +58,10 @@ OP_LEVELS = {
     "deconvolution": ("baseline", "avx2", "avx512", "avx512_bf16", "amx"),
     "peak": ("baseline", "avx2", "avx512", "avx512_bf16", "amx"),   # the bench's roofline
 }
+# Ops whose baseline (no FMA instructions) is compiled a second time with float64 products (SYNET_EXACT_PRODUCTS):
+# the run takes that copy when a product could leave FP32's normal range, where the FMA levels' fused
+# multiply-adds keep what a rounded product loses (docs/deconvolution.rst, "Numerics").
+EXACT_PRODUCTS_OPS = ("deconvolution",)
 # Each op's sources, compiled at every one of its levels (default: synet/src/<op>.c).
 OP_SOURCES = {"deconvolution": ("deconvolution.c", "deconvolution_depthwise.c")}
 # Extension module -> the kernel sources it links (cpu.c, level-independent, goes with _kernels).
@@ -166,16 +170,20 @@ class SynetBuildExt(build_ext):
                 level_flags = levels
             built[op] = present
             for level in present:
-                for source in OP_SOURCES.get(op, (op + ".c",)):
-                    jobs.append((op, os.path.join(SRC, source), level, level_flags[level]))
+                variants = [(level, [])]
+                if op in EXACT_PRODUCTS_OPS and level == "baseline":
+                    variants.append(("baseline_exact", [("SYNET_EXACT_PRODUCTS", "1")]))
+                for name, macros in variants:
+                    for source in OP_SOURCES.get(op, (op + ".c",)):
+                        jobs.append((op, os.path.join(SRC, source), name, level_flags[level], macros))
         base = levels.get("baseline", next(iter(levels.values())))
-        jobs.append(("cpu", os.path.join(SRC, "cpu.c"), "baseline", base))
+        jobs.append(("cpu", os.path.join(SRC, "cpu.c"), "baseline", base, []))
 
         def compile_one(job):
-            op, source, level, level_flags = job
-            out = os.path.join(self.build_temp, "levels", level)
+            op, source, name, level_flags, macros = job
+            out = os.path.join(self.build_temp, "levels", name)
             return op, self.compiler.compile([source], output_dir=out, include_dirs=[SRC],
-                                             macros=[("SYNET_LEVEL_SUFFIX", level)],
+                                             macros=[("SYNET_LEVEL_SUFFIX", name), *macros],
                                              extra_postargs=[*flags, *level_flags], depends=HEADERS)
         objects = {op: [] for op in [*OP_LEVELS, "cpu"]}
         with concurrent.futures.ThreadPoolExecutor(max(1, self.parallel or 1)) as pool:

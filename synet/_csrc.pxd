@@ -152,6 +152,7 @@ cdef extern from "deconvolution.h" nogil:
         const int64_t* border_y
         const int64_t* border_x
         const float* exact_weights
+        int weight_exp_lo, weight_exp_hi
     ctypedef struct synet_deconv_weights:
         const float* w
         Py_ssize_t ci_step, co_step, kz_step, ky_step, kx_step
@@ -166,3 +167,8 @@ cdef extern from "deconvolution.h" nogil:
         int (*pack)(const synet_deconv_plan* p, const synet_deconv_weights* w, Py_ssize_t u,
                     void* packed) noexcept nogil
     const synet_deconv_kernels* synet_deconv_kernels_at(int level)
+    const synet_deconv_kernels* synet_deconv_exact_products_of(const synet_deconv_kernels* k)
+    void synet_exponent_range(const void* values, Py_ssize_t n, int bf16, int* lo, int* hi)
+    void synet_deconv_source_exponents(const synet_deconv_plan* p, const void* src, Py_ssize_t part,
+                                       Py_ssize_t parts, int* range)
+    int synet_deconv_products_exact(const synet_deconv_plan* p, const int* ranges, Py_ssize_t parts)

@@ -19,8 +19,9 @@ from libc.stdlib cimport calloc, free
 
 from synet._csrc cimport (
     SYNET_ACT_COUNT, SYNET_DECONV_DEPTHWISE, SYNET_DECONV_GEMM, SYNET_MICRO_AMX, SYNET_MICRO_BF16, SYNET_MICRO_FP32,
-    SYNET_NOT_READY, SYNET_OK, SYNET_PLANAR_OUT_MAX, SYNET_VALUE_ERROR, synet_deconv_kernels, synet_deconv_kernels_at,
-    synet_deconv_plan, synet_deconv_weights,
+    SYNET_NOT_READY, SYNET_OK, SYNET_PLANAR_OUT_MAX, SYNET_VALUE_ERROR, synet_deconv_exact_products_of,
+    synet_deconv_kernels, synet_deconv_kernels_at, synet_deconv_plan, synet_deconv_products_exact, synet_deconv_weights,
+    synet_deconv_source_exponents, synet_exponent_range,
 )
 from libc.string cimport memset
 
@@ -48,6 +49,9 @@ cdef const synet_deconv_kernels* K = synet_deconv_kernels_at(kernel_level())
 if K == NULL:
     raise ImportError("synet._deconvolution: this build has no kernels for this CPU (a native build elsewhere?)")
 LEVEL = K.level.decode()
+# the level without FMA instructions: its copy with float64 products, for the runs whose products may leave FP32's
+# normal range (deconvolution.h: synet_deconv_products_exact); NULL at the FMA levels
+cdef const synet_deconv_kernels* K_EXACT = synet_deconv_exact_products_of(K)
 # whether plans off AMX run the vdpbf16ps micro-kernel (else the FP32 one: the same order and bits but for subnormals)
 BF16_DOT = bool(K.micro_bf16 and bf16_dot_preferred())
 
@@ -79,7 +83,10 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
     cdef Py_ssize_t t, r
     cdef int* rows
     cdef int one_rows[16]
+    cdef int one_range[2]
+    cdef int* ranges
     cdef int nthreads
+    cdef const synet_deconv_kernels* k = K
     if p == NULL or src == NULL or dst == NULL:
         return SYNET_VALUE_ERROR
     if (p.impl != SYNET_DECONV_GEMM and p.impl != SYNET_DECONV_DEPTHWISE) or p.act < 0 or p.act >= SYNET_ACT_COUNT:
@@ -126,39 +133,49 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
         image = <char*>buf + ((64 - (<size_t>buf) % 64) % 64)
     nthreads = max(n_threads, 1) if p.batch * p.dst_image * p.cg_in >= PARALLEL_MIN else 1
     one_rows[0] = 0
-    if nthreads == 1:   # no parallel region to open (its cost dominates small layers): the same tasks in order
-        _run_serial(p, src, image, dst, one_rows)
+    # AMX: per thread, the tile rows configured (0: none); then 2 ints a thread for the source's exponent range
+    rows = <int*>calloc(nthreads * 18, sizeof(int)) if nthreads > 1 else NULL
+    if rows == NULL:   # one thread, or no memory for 18 ints a thread: no parallel region (its cost dominates
+        if K_EXACT != NULL:   # small layers), the same tasks in order
+            synet_deconv_source_exponents(p, src, 0, 1, one_range)
+            if not synet_deconv_products_exact(p, one_range, 1):
+                k = K_EXACT
+        _run_serial(k, p, src, image, dst, one_rows)
         return SYNET_OK
-    rows = <int*>calloc(nthreads * 16, sizeof(int))   # AMX: per thread, the tile rows configured (0: none)
-    if rows == NULL:         # no memory for 16 ints a thread: run on this thread
-        _run_serial(p, src, image, dst, one_rows)
-        return SYNET_OK
+    ranges = rows + nthreads * 16
     with parallel(num_threads=nthreads):
+        k = K   # (private to each thread)
+        if K_EXACT != NULL:   # the source's exponents, scanned by the threads together; each then picks the copy
+            for r in prange(nthreads, schedule="static"):
+                synet_deconv_source_exponents(p, src, r, nthreads, ranges + 2 * r)
+            if not synet_deconv_products_exact(p, ranges, nthreads):
+                k = K_EXACT
         for r in prange(p.pad_rows, schedule="static"):
-            K.pad_row(p, src, image, r)
+            k.pad_row(p, src, image, r)
         for t in prange(p.ntasks, schedule="guided"):
-            K.task(p, src, image, dst, t, rows + 16 * threadid())
+            k.task(p, src, image, dst, t, rows + 16 * threadid())
         if p.micro == SYNET_MICRO_AMX and p.impl == SYNET_DECONV_GEMM:
-            K.amx_release()
+            k.amx_release()
         if p.exact_borders:   # after the barrier that ends the main pass: overwrite its border outputs
             for t in prange(p.batch * p.group * p.dst_d * p.dst_h, schedule="guided"):
-                K.border_task(p, src, dst, t)
+                k.border_task(p, src, dst, t)
     free(rows)
     return SYNET_OK
 
 
-cdef void _run_serial(const synet_deconv_plan* p, const void* src, char* image, void* dst, int* rows) noexcept nogil:
-    """deconv_run's passes on the calling thread."""
+cdef void _run_serial(const synet_deconv_kernels* k, const synet_deconv_plan* p, const void* src, char* image,
+                      void* dst, int* rows) noexcept nogil:
+    """deconv_run's passes on the calling thread, with the kernels k."""
     cdef Py_ssize_t t
     for t in range(p.pad_rows):
-        K.pad_row(p, src, image, t)
+        k.pad_row(p, src, image, t)
     for t in range(p.ntasks):
-        K.task(p, src, image, dst, t, rows)
+        k.task(p, src, image, dst, t, rows)
     if p.micro == SYNET_MICRO_AMX and p.impl == SYNET_DECONV_GEMM:
-        K.amx_release()
+        k.amx_release()
     if p.exact_borders:
         for t in range(p.batch * p.group * p.dst_d * p.dst_h):
-            K.border_task(p, src, dst, t)
+            k.border_task(p, src, dst, t)
 
 
 cdef int _pack(const synet_deconv_plan* p, const synet_deconv_weights* w, Py_ssize_t units, Py_ssize_t work,
@@ -244,6 +261,7 @@ cdef class _Weights:
     """set_params' data for one geometry: packed weights, bias, activation parameters."""
 
     cdef object packed, bias, params, exact
+    cdef int exp_lo, exp_hi   # the weights' exponent range (synet_exponent_range), where K_EXACT needs it
 
 
 cdef _Weights _new_weights(_Geometry geo, weight, bias, params, int threads, bint own):
@@ -272,10 +290,13 @@ cdef _Weights _new_weights(_Geometry geo, weight, bias, params, int threads, bin
     w.ci_step, w.co_step, w.kz_step = geo.weight_steps[0], geo.weight_steps[1], geo.weight_steps[2]
     w.ky_step, w.kx_step = geo.weight_steps[3], geo.weight_steps[4]
     cdef char* packed = <char*>data_of(ws.packed)
+    ws.exp_lo, ws.exp_hi = 255, 0
     with nogil:
         nonfinite = _pack(&geo.plan, &w, geo.pack_units, size, packed, threads)
         if not depthwise:   # the tail the micro-kernels may read past the last block
             memset(packed + (size - 64) * 2, 0, 128)
+        if K_EXACT != NULL:
+            synet_exponent_range(w.w, geo.weight_size, 0, &ws.exp_lo, &ws.exp_hi)
     ws.exact = planning.exact_weights(w32, planned) if nonfinite and planning.has_borders(planned) else None
     return ws
 
@@ -289,6 +310,7 @@ cdef void _attach(synet_deconv_plan* p, _Weights ws) noexcept:
     else:
         p.weights = <const uint16_t*>data_of(ws.packed)
     p.exact_borders = ws.exact is not None
+    p.weight_exp_lo, p.weight_exp_hi = ws.exp_lo, ws.exp_hi
     p.exact_weights = <const float*>data_of(ws.exact) if ws.exact is not None else NULL
 
 

@@ -265,23 +265,72 @@ np.save(sys.argv[1], np.concatenate(outputs).view(np.uint32))
 """
 
 
-def test_fma_levels_agree_where_products_overflow(tmp_path):
-    """Products beyond FP32's range: every level with FMA instructions gives the same bits, the scalar tails of
-    vector loops too (an fma keeps the product a rounded one loses: 1.5 * 2^127 - 2.5 * 2^127 is -2^127, with
-    the product rounded first -inf). The baseline, without FMA, is the documented exception."""
-    levels = [level for level in LEVELS[:LEVELS.index(SUPPORTED) + 1] if level != "baseline"]
-    if len(levels) < 2:
-        pytest.skip("needs two CPU levels with FMA instructions")
+UNDERFLOW_PROBE = r"""
+import sys, ml_dtypes, numpy as np, synet
+rng = np.random.default_rng(5)
+
+
+def tiny(shape):   # BF16 values of both signs from 2^-76 to 2^-60: products below FP32's normal range, sums near it
+    m = 1 + rng.integers(0, 128, shape) / 128
+    return (np.ldexp(m, rng.integers(-76, -60, shape)) * rng.choice([-1, 1], shape)).astype(np.float32)
+
+
+outputs = []
+# depthwise (24 channels: AVX-512's scalar tail), planar (3 outputs), GEMM (32 outputs; BF16_SOFT: the FP32
+# micro-kernel at every level, as the BF16 instructions flush subnormals); FP32 and BF16 sources, both layouts
+for groups, c_in, c_out in ((24, 24, 24), (1, 8, 3), (1, 32, 32)):
+    for layout in ("NHWC", "NCHW"):
+        x, w = tiny((1, 6, 40, c_in)), tiny((c_in, 3, 3, c_out // groups))
+        if layout == "NCHW":
+            x, w = np.ascontiguousarray(x.transpose(0, 3, 1, 2)), np.ascontiguousarray(w.transpose(0, 3, 1, 2))
+        for src_type in (synet.DataType.FLOAT32, synet.DataType.BFLOAT16):
+            conv = synet.ConvParams.deconvolution(c_in, 6, 40, c_out, kernel=3, stride=2, group=groups,
+                                                  format=layout, src_type=src_type)
+            deconv = synet.Deconvolution16b(1, conv, synet.Compatibility.BF16_SOFT)
+            deconv.set_params(w)
+            src = x if src_type == synet.DataType.FLOAT32 else x.astype(ml_dtypes.bfloat16)
+            outputs.append(deconv.forward(src).reshape(-1))
+np.save(sys.argv[1], np.concatenate(outputs).view(np.uint32))
+"""
+
+
+def probe_levels(tmp_path, probe, levels):
+    """{level: the probe's output bits} from a subprocess at each level."""
     results = {}
     for level in levels:
         path = tmp_path / f"{level}.npy"
-        result = run_python(["-c", OVERFLOW_PROBE, str(path)], {"SYNET_MAX_ISA": level})
+        result = run_python(["-c", probe, str(path)], {"SYNET_MAX_ISA": level})
         assert result.returncode == 0, result.stderr[-3000:]
         results[level] = np.load(path)
-    values = results[levels[0]].view(np.float32)
+    return results
+
+
+def test_levels_agree_where_products_overflow(tmp_path):
+    """Products beyond FP32's range: every level gives the fma's bits, the scalar tails of vector loops too (an fma
+    keeps the product a rounded one loses: 1.5 * 2^127 - 2.5 * 2^127 is -2^127, with the product rounded first
+    -inf); the baseline, without FMA instructions, by its float64 products."""
+    levels = LEVELS[:LEVELS.index(SUPPORTED) + 1]
+    if len(levels) < 2:
+        pytest.skip("needs two CPU levels")
+    results = probe_levels(tmp_path, OVERFLOW_PROBE, levels)
+    values = results[levels[-1]].view(np.float32)
     assert (values == np.float32(-(2.0**127))).sum() >= 6 * 200   # every case has the fma's sums
-    for level in levels[1:]:
-        assert np.array_equal(results[level], results[levels[0]]), f"{level} differs from {levels[0]}"
+    for level in levels[:-1]:
+        assert np.array_equal(results[level], results[levels[-1]]), f"{level} differs from {levels[-1]}"
+
+
+def test_fp32_levels_agree_where_products_underflow(tmp_path):
+    """Products below FP32's normal range (subnormal or less), summed near it: every level's FP32 kernels give
+    the fma's bits, the baseline by its float64 products (a product rounded to FP32's subnormal grid and then
+    added rounds twice)."""
+    levels = LEVELS[:LEVELS.index(SUPPORTED) + 1]
+    if len(levels) < 2:
+        pytest.skip("needs two CPU levels")
+    results = probe_levels(tmp_path, UNDERFLOW_PROBE, levels)
+    values = results[levels[-1]].view(np.float32)
+    assert ((values != 0) & (np.abs(values) < np.float32(2.0**-120))).mean() > 0.5   # sums near the normal range
+    for level in levels[:-1]:
+        assert np.array_equal(results[level], results[levels[-1]]), f"{level} differs from {levels[-1]}"
 
 
 # ---------------------------------------------------------------------------------------------

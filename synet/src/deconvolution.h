@@ -84,6 +84,8 @@ typedef struct synet_deconv_plan {
     const int64_t *border_y;      /* [dst_h]: 1 for a border row (all of its outputs) */
     const int64_t *border_x;      /* [nborder_x]: the border columns, ascending */
     const float *exact_weights;   /* BF16-rounded FP32 weights [group][kernel_z][kernel_y][kernel_x][cg_in][cg_out] */
+    /* The weights' exponent range (synet_exponent_range; set where the level has an exact-products copy) */
+    int weight_exp_lo, weight_exp_hi;
 } synet_deconv_plan;
 
 /* Output row (oz, oy) of task row r, in the phase rzy = rz * stride_y + ry at index k along z and j along y,
@@ -132,5 +134,67 @@ typedef struct synet_deconv_kernels {
 } synet_deconv_kernels;
 
 SYNET_DECLARE_TABLES(synet_deconv_kernels, synet_deconv_kernels)
+
+/* The baseline's copy with float64 products (vector.h: multiply_add; setup.py: EXACT_PRODUCTS_OPS): the
+   kernels of the level without FMA instructions, giving the FMA levels' bits where a product of BF16 values
+   lies beyond FP32's range or below its normal range. The same plans and packed weights as the baseline's. */
+extern const synet_deconv_kernels synet_deconv_kernels_baseline_exact __attribute__((weak));
+
+/* The exact-products copy of the kernels k, or NULL: k has FMA instructions (or its copy was not built) */
+static inline const synet_deconv_kernels *synet_deconv_exact_products_of(const synet_deconv_kernels *k)
+{
+    return k && k == &synet_deconv_kernels_baseline ? &synet_deconv_kernels_baseline_exact : 0;
+}
+
+/* The exponents of n values (FP32, or BF16 bits), after rounding to BF16, as far as products go: *lo and *hi
+   bound the biased exponent e of every finite nonzero value v, 2^(e - 127) <= |v| < 2^(e - 126) (a subnormal
+   counts as e = -23, below every FP32 value; an FP32 value's e is raised by 1 for its rounding to BF16, which
+   may carry into the next binade). No finite nonzero value: *lo = 255, *hi = 0, which no source or weight
+   range makes a product leave FP32's range with. (Written so that GCC vectorises the loops: the largest
+   e + 1 with inf and NaN wrapped to 0, the smallest magnitude - 1 with 0 wrapped past every other.) */
+SYNET_INLINE void synet_exponents_add(uint32_t bits, uint32_t *high, uint32_t *low)
+{
+    const uint32_t magnitude = bits & 0x7FFFFFFFu, up = ((magnitude >> 23) + 1) & 0xFF, below = magnitude - 1;
+    *high = up > *high ? up : *high;
+    *low = below < *low ? below : *low;
+}
+
+static inline void synet_exponent_range(const void *values, synet_size n, int bf16, int *lo, int *hi)
+{
+    uint32_t high = 0, low = 0xFFFFFFFFu;
+    if (bf16)
+        for (synet_size i = 0; i < n; ++i)
+            synet_exponents_add((uint32_t)((const uint16_t *)values)[i] << 16, &high, &low);
+    else
+        for (synet_size i = 0; i < n; ++i)
+            synet_exponents_add(((const uint32_t *)values)[i], &high, &low);
+    const uint32_t smallest = low + 1; /* the smallest nonzero magnitude (0: none) */
+    *lo = smallest == 0 || smallest >= 0x7F800000u ? 255 : smallest < 0x00800000u ? -23 : (int)(smallest >> 23);
+    *hi = high == 0 ? 0 : (int)high - 1 + !bf16;
+}
+
+/* The exponent range (synet_exponent_range) of part `part` of `parts` of p's source: range[0] lo, range[1] hi
+   (deconv_run's threads scan it together) */
+static inline void synet_deconv_source_exponents(const synet_deconv_plan *p, const void *src, synet_size part,
+                                                 synet_size parts, int *range)
+{
+    const synet_size n = p->batch * p->src_c * p->src_d * p->src_h * p->src_w;
+    const synet_size first = n / parts * part + SYNET_MIN(part, n % parts), size = n / parts + (part < n % parts);
+    synet_exponent_range((const char *)src + first * (p->src_bf16 ? 2 : 4), size, p->src_bf16, range, range + 1);
+}
+
+/* Whether every product of a source value and a weight is exact in FP32 (2^-126 <= |x*w| < 2^128, or 0, inf,
+   NaN), given the source's exponent ranges of `parts` parts: then the baseline's rounded products are the fma's,
+   else a run at the baseline takes synet_deconv_kernels_baseline_exact. */
+static inline int synet_deconv_products_exact(const synet_deconv_plan *p, const int *ranges, synet_size parts)
+{
+    int lo = 255, hi = 0;
+    for (synet_size i = 0; i < parts; ++i) {
+        lo = SYNET_MIN(lo, ranges[2 * i]);
+        hi = SYNET_MAX(hi, ranges[2 * i + 1]);
+    }
+    /* |x*w| < 2^(hi - 126 + weight_exp_hi - 126) <= 2^128, and >= 2^(lo - 127 + weight_exp_lo - 127) >= 2^-126 */
+    return hi + p->weight_exp_hi <= 380 && lo + p->weight_exp_lo >= 128;
+}
 
 #endif

@@ -53,25 +53,40 @@ SYNET_INLINE vfloat splat(float x)
 #endif
 }
 
+/* a * b + c on lanes. The levels with FMA instructions round once (the fma). The baseline has none: it rounds
+   the product first, the same as the fma wherever the product is exact in FP32 — always for two BF16 values
+   (8 + 8 significant bits), unless the product lies beyond FP32's range or below its normal range. Its
+   SYNET_EXACT_PRODUCTS copy (setup.py, for the calls whose products may lie there) forms the product in
+   float64, where it is exact: rounding product + c once from there is the fma's result (the sum of a 16-bit
+   product and an FP32 value is exact in float64 unless one is below the other's FP32 half-ulp by far, and then
+   no false tie can arise). For BF16 operands only. */
+#if SYNET_EXACT_PRODUCTS && (SYNET_AVX512 || SYNET_AVX2)
+#error "SYNET_EXACT_PRODUCTS is the baseline's copy: the FMA levels need none"
+#endif
 SYNET_INLINE vfloat multiply_add(vfloat a, vfloat b, vfloat c)
 {
 #if SYNET_AVX512
     return _mm512_fmadd_ps(a, b, c);
 #elif SYNET_AVX2
     return _mm256_fmadd_ps(a, b, c);
+#elif SYNET_EXACT_PRODUCTS
+    typedef double vdouble __attribute__((vector_size(VW * 8)));
+    return __builtin_convertvector(__builtin_convertvector(a, vdouble) * __builtin_convertvector(b, vdouble) +
+                                       __builtin_convertvector(c, vdouble),
+                                   vfloat);
 #else
-    return a * b + c; /* no FMA at the baseline: the same as an fma where the product is exact (see
-                         deconvolution.rst, "Products beyond FP32's range") */
+    return a * b + c;
 #endif
 }
 
-/* multiply_add of one lane, for the scalar tails of vector loops: the fma where the level has FMA instructions
-   (the tail gives the lanes' bits also where a product is inexact: beyond FP32's range or below its normal
-   range, where the fma keeps what a rounded product loses), a * b + c below */
+/* multiply_add of one lane, for the scalar tails of vector loops (the lanes' bits, the products beyond or below
+   FP32's range included) */
 SYNET_INLINE float multiply_add1(float a, float b, float c)
 {
 #if SYNET_AVX512 || SYNET_AVX2
     return __builtin_fmaf(a, b, c);
+#elif SYNET_EXACT_PRODUCTS
+    return (float)((double)a * (double)b + (double)c);
 #else
     return a * b + c;
 #endif
