@@ -5,6 +5,7 @@ from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t
 
 
 cdef extern from "common.h" nogil:
+    void synet_barrier()
     enum:
         SYNET_OK
         SYNET_VALUE_ERROR

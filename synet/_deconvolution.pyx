@@ -19,9 +19,9 @@ from libc.stdlib cimport calloc, free
 
 from synet._csrc cimport (
     SYNET_ACT_COUNT, SYNET_DECONV_DEPTHWISE, SYNET_DECONV_GEMM, SYNET_MICRO_AMX, SYNET_MICRO_BF16, SYNET_MICRO_FP32,
-    SYNET_NOT_READY, SYNET_OK, SYNET_PLANAR_OUT_MAX, SYNET_VALUE_ERROR, synet_deconv_exact_products_of,
-    synet_deconv_kernels, synet_deconv_kernels_at, synet_deconv_plan, synet_deconv_products_exact, synet_deconv_weights,
-    synet_deconv_source_exponents, synet_exponent_range,
+    SYNET_NOT_READY, SYNET_OK, SYNET_PLANAR_OUT_MAX, SYNET_VALUE_ERROR, synet_barrier, synet_deconv_exact_products_of,
+    synet_deconv_kernels, synet_deconv_kernels_at, synet_deconv_plan, synet_deconv_products_exact,
+    synet_deconv_source_exponents, synet_deconv_weights, synet_exponent_range,
 )
 from libc.string cimport memset
 
@@ -144,19 +144,23 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
         return SYNET_OK
     ranges = rows + nthreads * 16
     with parallel(num_threads=nthreads):
+        # (each prange is an `omp for nowait`: synet_barrier ends a pass the next one reads)
         k = K   # (private to each thread)
         if K_EXACT != NULL:   # the source's exponents, scanned by the threads together; each then picks the copy
             for r in prange(nthreads, schedule="static"):
                 synet_deconv_source_exponents(p, src, r, nthreads, ranges + 2 * r)
+            synet_barrier()
             if not synet_deconv_products_exact(p, ranges, nthreads):
                 k = K_EXACT
         for r in prange(p.pad_rows, schedule="static"):
             k.pad_row(p, src, image, r)
+        synet_barrier()
         for t in prange(p.ntasks, schedule="guided"):
             k.task(p, src, image, dst, t, rows + 16 * threadid())
         if p.micro == SYNET_MICRO_AMX and p.impl == SYNET_DECONV_GEMM:
             k.amx_release()
-        if p.exact_borders:   # after the barrier that ends the main pass: overwrite its border outputs
+        if p.exact_borders:   # after the main pass: overwrite its border outputs
+            synet_barrier()
             for t in prange(p.batch * p.group * p.dst_d * p.dst_h, schedule="guided"):
                 k.border_task(p, src, dst, t)
     free(rows)

@@ -71,6 +71,16 @@ enum {
         return 0;                                                                                     \
     }
 
+/* A barrier of the innermost enclosing OpenMP parallel region, for the Cython drivers: a prange inside
+   `with parallel()` is an `omp for nowait`, so a pass that must see the previous one's results needs it (GCC's
+   barrier at the start of a worksharing loop with firstprivate and lastprivate variables is not a promise). */
+static inline void synet_barrier(void)
+{
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+}
+
 #define SYNET_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define SYNET_MAX(a, b) ((a) > (b) ? (a) : (b))
 

@@ -146,15 +146,16 @@ static inline const synet_deconv_kernels *synet_deconv_exact_products_of(const s
     return k && k == &synet_deconv_kernels_baseline ? &synet_deconv_kernels_baseline_exact : 0;
 }
 
-/* The exponents of n values (FP32, or BF16 bits), after rounding to BF16, as far as products go: *lo and *hi
-   bound the biased exponent e of every finite nonzero value v, 2^(e - 127) <= |v| < 2^(e - 126) (a subnormal
-   counts as e = -23, below every FP32 value; an FP32 value's e is raised by 1 for its rounding to BF16, which
-   may carry into the next binade). No finite nonzero value: *lo = 255, *hi = 0, which no source or weight
-   range makes a product leave FP32's range with. (Written so that GCC vectorises the loops: the largest
-   e + 1 with inf and NaN wrapped to 0, the smallest magnitude - 1 with 0 wrapped past every other.) */
+/* The exponents of n values (FP32, or BF16 bits) after rounding to BF16, as far as products go: *lo and *hi
+   bound the biased exponent e of every finite value v that is not 0 in BF16, 2^(e - 127) <= |v| < 2^(e - 126)
+   (a BF16 subnormal, >= 2^-133, counts as e = -6; an FP32 value's e is raised by 1 for its rounding, which may
+   carry into the next binade; an FP32 magnitude <= 0x8000, 2^-134, rounds to 0). No such value: *lo = 255,
+   *hi = 0, which no source or weight range makes a product leave FP32's range with. (Written so that GCC
+   vectorises the loops: the largest e + 1 with inf and NaN wrapped to 0, the smallest magnitude - 0x8001 with
+   the magnitudes that round to 0 wrapped past every other.) */
 SYNET_INLINE void synet_exponents_add(uint32_t bits, uint32_t *high, uint32_t *low)
 {
-    const uint32_t magnitude = bits & 0x7FFFFFFFu, up = ((magnitude >> 23) + 1) & 0xFF, below = magnitude - 1;
+    const uint32_t magnitude = bits & 0x7FFFFFFFu, up = ((magnitude >> 23) + 1) & 0xFF, below = magnitude - 0x8001u;
     *high = up > *high ? up : *high;
     *low = below < *low ? below : *low;
 }
@@ -168,8 +169,8 @@ static inline void synet_exponent_range(const void *values, synet_size n, int bf
     else
         for (synet_size i = 0; i < n; ++i)
             synet_exponents_add(((const uint32_t *)values)[i], &high, &low);
-    const uint32_t smallest = low + 1; /* the smallest nonzero magnitude (0: none) */
-    *lo = smallest == 0 || smallest >= 0x7F800000u ? 255 : smallest < 0x00800000u ? -23 : (int)(smallest >> 23);
+    const uint32_t smallest = low + 0x8001u; /* the smallest magnitude that is not 0 in BF16 (<= 0x8000: none) */
+    *lo = smallest <= 0x8000u || smallest >= 0x7F800000u ? 255 : smallest < 0x00800000u ? -6 : (int)(smallest >> 23);
     *hi = high == 0 ? 0 : (int)high - 1 + !bf16;
 }
 

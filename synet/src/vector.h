@@ -59,10 +59,8 @@ SYNET_INLINE vfloat splat(float x)
    SYNET_EXACT_PRODUCTS copy (setup.py, for the calls whose products may lie there) forms the product in
    float64, where it is exact: rounding product + c once from there is the fma's result (the sum of a 16-bit
    product and an FP32 value is exact in float64 unless one is below the other's FP32 half-ulp by far, and then
-   no false tie can arise). For BF16 operands only. */
-#if SYNET_EXACT_PRODUCTS && (SYNET_AVX512 || SYNET_AVX2)
-#error "SYNET_EXACT_PRODUCTS is the baseline's copy: the FMA levels need none"
-#endif
+   no false tie can arise). For BF16 operands only. (A baseline built with FMA instructions, by
+   SYNET_EXTRA_CFLAGS, uses them in both copies.) */
 SYNET_INLINE vfloat multiply_add(vfloat a, vfloat b, vfloat c)
 {
 #if SYNET_AVX512
