@@ -26,6 +26,13 @@ from ._types import Activation, DataType, as_activation, as_data_type, dtype_or_
 IO_DTYPES = {DataType.FLOAT32: np.dtype(np.float32), DataType.UINT8: np.dtype(np.uint8),
              DataType.INT8: np.dtype(np.int8)}
 ZERO_RANGES = {DataType.UINT8: (0, 255), DataType.INT8: (-128, 127)}
+# A quantised output's dst_scale above HUGE_DST_SCALE: a value a' + b' beyond float32's range (up to 2**137) may
+# still be an output in range, so the float64 path sums the operands times VALUE_SCALE (exact: a power of two)
+# and quantises with 1 / (dst_scale * VALUE_SCALE), for the activations that commute with that scaling (below
+# it, a value beyond float32's range saturates the output anyway); the float32 paths do not run.
+HUGE_DST_SCALE = 2.0**118
+VALUE_SCALE = 2.0**-10
+SCALING_ACTIVATIONS = (Activation.IDENTITY, Activation.RELU, Activation.LEAKY_RELU, Activation.PRELU)
 MAX_SIZE = 2**62
 LUT_MIN = 1 << 17        # output elements from which 1-byte operands and output use a lookup table
 STREAM_MIN = 1 << 22     # 1-byte output elements from which the folded kernel streams its stores
@@ -251,6 +258,8 @@ def _float_values_ok(a_type, sa, za, b_type, sb, zb, act, params, dst_type, ds) 
     steps for a quantised output (exact away from ties), below 5e-7 for a float32 one (1e-6 relative,
     with room for the final roundings). Each quantised operand's float32 product is within 2**-24 |x'|
     of the exact one; the sum, the activation (slope <= 1 here) and the quantisation add a few roundings."""
+    if dst_type != DataType.FLOAT32 and ds > HUGE_DST_SCALE:
+        return False
     slope_ok = act in (Activation.LEAKY_RELU, Activation.PRELU) and np.abs(params).max() <= 1
     if act not in (Activation.IDENTITY, Activation.RELU, Activation.RESTRICT_RANGE) and (
             dst_type == DataType.FLOAT32 or not slope_ok):
@@ -335,17 +344,19 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
         if one_byte and a_type == b_type == dst_type and act in (Activation.IDENTITY, Activation.RELU) else [None]
     use_folded = all(f is not None for f in folded)
     qmin = ZERO_RANGES.get(dst_type, (0, 0))[0]
+    value_scale = VALUE_SCALE if dst_type != DataType.FLOAT32 and act in SCALING_ACTIVATIONS and \
+        max(ds) > HUGE_DST_SCALE else 1.0
     for c in range(nchan):
         fa = float(np.float32(sa[c])) if float_values else 0.0
         fb = float(np.float32(sb[c])) if float_values else 0.0
-        inv = 1.0 / ds[c]
+        inv = 1.0 / (ds[c] * value_scale)
         pre = 2.0**64 if inv > 2.0**100 else (2.0**-64 if inv < 2.0**-100 else 1.0)
         # q_inv in float32's normal range: past it (dst_scale below 2**-190 or above 2**190) every nonzero value
         # saturates, or every finite one rounds to 0, either way; an inv / pre of 0 or inf made 0 * inf a NaN
         q_inv = min(max(inv / pre, 2.0**-126), 2.0**126)
         ka, kb, kc = folded[c] if use_folded else (0.0, 0.0, 0.0)  # type: ignore[misc]
         lo = dz[c] if act == Activation.RELU else qmin
-        for name, value in (("a_scale", sa[c]), ("b_scale", sb[c]), ("fa_scale", fa),
+        for name, value in (("a_scale", sa[c] * value_scale), ("b_scale", sb[c] * value_scale), ("fa_scale", fa),
                             ("fa_scale_low", sa[c] - fa if float_values else 0.0),
                             ("fb_scale", fb), ("fb_scale_low", sb[c] - fb if float_values else 0.0),
                             ("a_zero", za[c]), ("b_zero", zb[c]), ("q_pre", pre), ("q_inv", q_inv),

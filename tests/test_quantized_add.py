@@ -738,6 +738,63 @@ def test_hypothesis_against_reference(case):
                                         activation_params=params), got, equal_nan=combo[2] == F32)
 
 
+SCALING_ACTIVATIONS = [Activation.IDENTITY, Activation.RELU, Activation.LEAKY_RELU, Activation.PRELU]
+# float32 scales from 2**118 up to float32's largest: a' + b' of bytes (up to 510 * 3.4e38) and of float32 operands
+# (up to 2 * 3.4e38) leave float32's range, and value / dst_scale may still be an output in range
+HUGE_SCALES = st.floats(2.0**118, 3.4e38).map(lambda s: float(np.float32(s)))
+
+
+@st.composite
+def huge_scale_cases(draw):
+    shapes = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, max_side=6))
+    combo = draw(st.sampled_from([c for c in COMBOS if c[2] != F32]))
+    act = draw(st.sampled_from(SCALING_ACTIVATIONS))
+    scale = st.one_of(HUGE_SCALES, st.floats(1e-3, 1.0))
+    q = dict(a_scale=draw(scale), a_zero=draw(zero_points(combo[0])), b_scale=draw(scale),
+             b_zero=draw(zero_points(combo[1])), dst_scale=draw(HUGE_SCALES), dst_zero=draw(zero_points(combo[2])))
+    return (*shapes.input_shapes, combo, act, q, draw(st.integers(0, 2**32 - 1)))
+
+
+def huge_operand(dtype, shape, dst_scale, rng):
+    """Bytes, or float32 values up to float32's largest: sums of either near dst_scale's multiples."""
+    if np.dtype(dtype) in QTYPES:
+        return make(dtype, shape, rng)
+    return np.asarray(rng.uniform(-1.0, 1.0, shape) * min(dst_scale * 300, 3.4e38), np.float32)
+
+
+@given(huge_scale_cases())
+def test_hypothesis_huge_scales_against_reference(case):
+    """Scales so large that a' + b' leaves float32's range while value / dst_scale is an output in range (the
+    float64 path sums in range by a power of two); 2**118 and above, where a value beyond float32's range
+    divided by dst_scale is not necessarily past the output range."""
+    sa, sb, combo, act, q, seed = case
+    rng = np.random.default_rng(seed)
+    a = huge_operand(combo[0], sa, q["dst_scale"], rng)
+    b = huge_operand(combo[1], sb, q["dst_scale"], rng)
+    out_shape = np.broadcast_shapes(sa, sb)
+    params = default_params(act, out_shape[1] if len(out_shape) >= 2 else 1)
+    got = context(a, b, combo[2], q, act, params).forward(a, b)
+    check(got, a, b, q, act, params)
+
+
+@pytest.mark.parametrize("combo", [(U8, U8, U8), (I8, U8, I8), (F32, U8, U8)], ids=combo_id)
+@pytest.mark.parametrize("kernel_size, per_axis", [((1, 4, 256, 160), False), ((1, 3, 2, 2), True)])
+def test_huge_scales_every_kernel(combo, kernel_size, per_axis):
+    """The lookup kernel (a table of the generic one's outputs), per-axis constants along a short inner axis and
+    the folded kernel (u8, which never forms a' + b'), with a' + b' beyond float32's range: 1e38 * (2 - 0) +
+    1e38 * (224 - 0) over 1e38 is 226, not 255."""
+    rng = np.random.default_rng(1)
+    a, b = make(combo[0], kernel_size, rng), make(combo[1], kernel_size, rng)
+    if combo[0] == F32:
+        a = (rng.uniform(-1, 1, kernel_size) * 3e38).astype(np.float32)
+    scale = np.full(kernel_size[1], 1e38) if per_axis else 1e38
+    q = dict(a_scale=scale, a_zero=0, b_scale=1e38, b_zero=0, dst_scale=scale, dst_zero=0)
+    add = context(a, b, combo[2], q, Activation.RELU)
+    got = add.forward(a, b)
+    check(got, a, b, q, Activation.RELU, axis=1)
+    assert (got.astype(int) < RANGE[combo[2]][1]).any()   # not all saturated
+
+
 @st.composite
 def per_axis_cases(draw, min_dims=1, min_side=1):
     """Broadcasting shapes, any type mix, an axis, and for each tensor a per-tensor or per-axis scale and

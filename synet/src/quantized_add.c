@@ -40,13 +40,14 @@ typedef float f32_t;
    the one rounding a float64 evaluation of the formula makes (x * scale - zero * scale rounded three times:
    a' + b' of operands that cancel was off by far more than the float32 result's 1e-6); in float32:
    d = float(x - zero) (exact), d * scale with the scale split in float32 halves: fma(d, high, d * low),
-   within ~2**-24 |x'| of the exact product; float32: x. */
+   within ~2**-24 |x'| of the exact product; float32: x (in float64 times its scale: 1, or the plan's power of
+   two that keeps a' + b' within float32's range, _quantized_add_plan.VALUE_SCALE). */
 SYNET_INLINE double deq_u8_double(u8_t x, double scale, int zero) { return (double)((int)x - zero) * scale; }
 SYNET_INLINE double deq_i8_double(i8_t x, double scale, int zero) { return (double)((int)x - zero) * scale; }
 SYNET_INLINE double deq_f32_double(f32_t x, double scale, int zero)
 {
-    (void)scale, (void)zero;
-    return (double)x;
+    (void)zero;
+    return (double)x * scale;
 }
 SYNET_INLINE float deq_u8_float(u8_t x, float high, float low, int zero)
 {
