@@ -49,7 +49,7 @@ except ImportError as _missing:  # pragma: no cover - exercised only without onn
 import ml_dtypes
 
 import synet
-from synet._arrays import as_array
+from synet._arrays import as_array, native
 from synet._quantized_add_plan import broadcast_shapes
 
 __all__ = [
@@ -183,7 +183,7 @@ def conv_transpose_geometry(x_shape: Sequence[int], w_shape: Sequence[int], *, a
     ----------
     x_shape, w_shape : sequence of int
         X: [N, C, spatial...] with 1, 2 or 3 spatial axes; W: [C, M / group, kernel...] (M is Y's
-        channels). Spatial sizes and kernel sizes must be >= 1; N may be 0.
+        channels). Spatial sizes and kernel sizes must be >= 1; N, C and M may be 0.
     auto_pad, dilations, group, kernel_shape, output_padding, output_shape, pads, strides
         ConvTranspose's attributes, with their ONNX names, meanings and defaults (None means absent).
 
@@ -241,8 +241,11 @@ def conv_transpose_geometry(x_shape: Sequence[int], w_shape: Sequence[int], *, a
       corresponding stride/dilation dimension"; PyTorch and onnxruntime read it as this maximum).
     * ``pads`` and an auto_pad other than NOTSET "cannot be used simultaneously": ValueError.
     """
-    x_shape = tuple(operator.index(v) for v in x_shape)
-    w_shape = tuple(operator.index(v) for v in w_shape)
+    try:
+        x_shape = tuple(operator.index(v) for v in x_shape)
+        w_shape = tuple(operator.index(v) for v in w_shape)
+    except TypeError:
+        raise TypeError(f"x_shape, w_shape: expected sequences of ints, got {x_shape!r} and {w_shape!r}") from None
     if len(x_shape) < 3:
         raise ValueError(f"X: expected a tensor [N, C, spatial...] with at least one spatial axis, "
                          f"got shape {x_shape}")
@@ -254,12 +257,14 @@ def conv_transpose_geometry(x_shape: Sequence[int], w_shape: Sequence[int], *, a
         raise ValueError(f"W: expected a tensor of X's rank {len(x_shape)} [C, M/group, kernel...], "
                          f"got shape {w_shape}")
     batch, channels = x_shape[:2]
+    if batch < 0 or channels < 0:
+        raise ValueError(f"X: expected N >= 0 and C >= 0, got shape {x_shape}")
     spatial = x_shape[2:]
     if min(spatial) < 1:
         raise ValueError(f"X: expected spatial sizes >= 1, got shape {x_shape}")
     kernel = w_shape[2:]
-    if min(kernel) < 1 or w_shape[1] < 1:
-        raise ValueError(f"W: expected M/group >= 1 and kernel sizes >= 1, got shape {w_shape}")
+    if min(kernel) < 1 or w_shape[1] < 0:
+        raise ValueError(f"W: expected M/group >= 0 and kernel sizes >= 1, got shape {w_shape}")
     if w_shape[0] != channels:
         raise ValueError(f"W: expected {channels} input channels (X's C) in dimension 0, got shape {w_shape}")
     group = _attr_int("group", 1 if group is None else group, 1)
@@ -347,7 +352,7 @@ def conv_transpose_geometry(x_shape: Sequence[int], w_shape: Sequence[int], *, a
 
 
 def _conv_operand(value: Any, name: str) -> np.ndarray:
-    array = as_array(value, name)
+    array = native(as_array(value, name))   # (a byte-swapped array as a native copy, as synet's own forms take it)
     if array.dtype not in _CONV_TYPES:
         raise ValueError(f"{name}: expected float32, float16, float64 or bfloat16 (ConvTranspose's T), "
                          f"got dtype {array.dtype}")
@@ -408,6 +413,8 @@ def conv_transpose(X: Any, W: Any, B: Any = None, *, auto_pad: Any = "NOTSET", d
             raise ValueError(f"B: expected X's dtype {x.dtype} (ConvTranspose's one type T), got {b.dtype}")
         if b.shape != geometry.output_shape[1:2]:
             raise ValueError(f"B: expected shape ({geometry.output_shape[1]},) (Y's channels M), got {b.shape}")
+    if geometry.output_shape[1] == 0:   # M = 0: an empty Y, as onnxruntime gives (synet's kernels need M >= 1)
+        return np.zeros(geometry.output_shape, x.dtype)
     function = getattr(synet, geometry.synet_function, None)
     if function is None:
         raise NotImplementedError(f"ConvTranspose with {geometry.spatial_rank} spatial axes needs "
@@ -484,7 +491,7 @@ def gather_elements(data: Any, indices: Any, axis: Any = 0, *, n_threads: int | 
     checks and messages.
     """
     data = as_array(data, "data")
-    indices = as_array(indices, "indices")
+    indices = native(as_array(indices, "indices"))
     if indices.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
         raise ValueError(f"indices: expected int32 or int64 (GatherElements' Tind), got dtype {indices.dtype}")
     if data.ndim < 1:
@@ -515,7 +522,7 @@ def _per_tensor(array: np.ndarray, name: str) -> np.ndarray:
 
 
 def _scale(value: Any, name: str) -> float:
-    array = as_array(value, name)
+    array = native(as_array(value, name))
     if array.dtype != _FLOAT32:
         raise ValueError(f"{name}: expected float32 (a scalar or a 1-element 1-D tensor), got dtype {array.dtype}")
     scale = float(_per_tensor(array, name))
@@ -527,7 +534,7 @@ def _scale(value: Any, name: str) -> float:
 def _zero_point(value: Any, name: str, dtype: np.dtype) -> int:
     if value is None:
         return 0
-    array = as_array(value, name)
+    array = native(as_array(value, name))
     if array.dtype != dtype:
         raise ValueError(f"{name}: expected the quantized type {dtype} (A's), got dtype {array.dtype}")
     return int(_per_tensor(array, name))

@@ -429,6 +429,12 @@ def test_geometry_bad_shapes():
         geometry((1, 4, 0, 3), (4, 3, 3, 3))
     with pytest.raises(NotImplementedError, match="1, 2 or 3 spatial axes"):
         geometry((1, 4, 3, 3, 3, 3), (4, 3, 1, 1, 1, 1))
+    with pytest.raises(ValueError, match=r"X: expected N >= 0 and C >= 0, got shape \(-1, -2, 5\)"):
+        geometry((-1, -2, 5), (-2, 1, 3))
+    with pytest.raises(ValueError, match="W: expected M/group >= 0"):
+        geometry((1, 2, 5), (2, -1, 3))
+    with pytest.raises(TypeError, match="x_shape, w_shape: expected sequences of ints"):
+        geometry((1, 2.0, 5), (2, 1, 3))
 
 
 def test_conv_transpose_bad_inputs():
@@ -712,6 +718,29 @@ def test_conv_transpose_float64_rounds_once():
 def test_conv_transpose_empty_batch():
     y = sonnx.conv_transpose(np.zeros((0, 2, 3, 3), np.float32), np.ones((2, 3, 2, 2), np.float32), strides=[2, 2])
     assert y.shape == (0, 3, 6, 6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16])
+def test_conv_transpose_no_output_channels(dtype):
+    """W [C, 0, kernel...]: an empty Y of X's dtype, as onnxruntime gives (the kernels need M >= 1)."""
+    y = sonnx.conv_transpose(np.ones((1, 4, 5, 5), dtype), np.ones((4, 0, 3, 3), dtype), np.ones(0, dtype),
+                             strides=[1, 2])
+    assert y.shape == (1, 0, 7, 11) and y.dtype == dtype
+
+
+def test_byte_swapped_arrays_are_read_as_synet_reads_them():
+    """Big-endian inputs (a file's tensors) give what native ones give, as synet's own functions take them."""
+    x, w = np.arange(1, 4, dtype=np.float32).reshape(1, 1, 3), np.ones((1, 1, 2), np.float32)
+    assert np.array_equal(sonnx.conv_transpose(x.astype(">f4"), w.astype(">f4"), np.ones(1, ">f4")),
+                          sonnx.conv_transpose(x, w, np.ones(1, np.float32)))
+    data, indices = np.arange(6, dtype=np.float32).reshape(2, 3), np.array([[2, -1], [0, 1]])
+    for index_dtype in (">i4", ">i8"):
+        assert np.array_equal(sonnx.gather_elements(data, indices.astype(index_dtype), 1),
+                              sonnx.gather_elements(data, indices, 1))
+    a = np.array([1, 2, 3], np.uint8)
+    assert np.array_equal(sonnx.qlinear_add(a, np.array(0.5, ">f4"), None, a, np.array([0.5], ">f4"), None,
+                                            np.array(1, ">f4")),
+                          sonnx.qlinear_add(a, np.float32(0.5), None, a, np.float32(0.5), None, np.float32(1)))
 
 
 # ---------------------------------------------------------------------------------------------
