@@ -26,12 +26,12 @@ from ._types import Activation, DataType, as_activation, as_data_type, dtype_or_
 IO_DTYPES = {DataType.FLOAT32: np.dtype(np.float32), DataType.UINT8: np.dtype(np.uint8),
              DataType.INT8: np.dtype(np.int8)}
 ZERO_RANGES = {DataType.UINT8: (0, 255), DataType.INT8: (-128, 127)}
-# A quantised output's dst_scale above HUGE_DST_SCALE: a value a' + b' beyond float32's range (up to 2**137) may
-# still be an output in range, so the float64 path sums the operands times VALUE_SCALE (exact: a power of two)
-# and quantises with 1 / (dst_scale * VALUE_SCALE), for the activations that commute with that scaling (below
-# it, a value beyond float32's range saturates the output anyway); the float32 paths do not run.
-HUGE_DST_SCALE = 2.0**118
-VALUE_SCALE = 2.0**-10
+# A quantised output's dst_scale outside [2**-100, 2**100]: its outputs' values a' + b' may lie beyond float32's
+# range (a' up to 255 * 3.4e38) or in its subnormal range, where the float64 sum's rounding to float32 loses
+# the value / dst_scale the output needs. There the float64 path sums the operands times a power of two that
+# brings dst_scale to [1, 2) (exact) and quantises with the scaled dst_scale, for the activations that commute
+# with that scaling (_value_scale); the float32 paths do not run.
+DST_SCALE_RANGE = (2.0**-100, 2.0**100)
 SCALING_ACTIVATIONS = (Activation.IDENTITY, Activation.RELU, Activation.LEAKY_RELU, Activation.PRELU)
 MAX_SIZE = 2**62
 LUT_MIN = 1 << 17        # output elements from which 1-byte operands and output use a lookup table
@@ -253,12 +253,21 @@ def _folded_in_doubles(ka: float, kb: float, kc: float) -> bool:
     return e1 != math.inf and m1 < 2.0 ** (e1 + 53) and m2 < 2.0 ** (e2 + 53)
 
 
+def _value_scale(ds: float, act: Activation, dst_type: DataType) -> float:
+    """The power of two the float64 path scales a' + b' by (DST_SCALE_RANGE): 1, or 2**-e with dst_scale in
+    [2**e, 2**(e + 1)). Exact either way, so the same bits wherever the values stay in float32's normal range."""
+    if dst_type == DataType.FLOAT32 or act not in SCALING_ACTIVATIONS or \
+            DST_SCALE_RANGE[0] <= ds <= DST_SCALE_RANGE[1]:
+        return 1.0
+    return 2.0 ** (1 - math.frexp(ds)[1])
+
+
 def _float_values_ok(a_type, sa, za, b_type, sb, zb, act, params, dst_type, ds) -> bool:
     """Whether a' + b' may be summed in float32: its worst-case error stays below FOLDED_MAX_ERROR output
     steps for a quantised output (exact away from ties), below 5e-7 for a float32 one (1e-6 relative,
     with room for the final roundings). Each quantised operand's float32 product is within 2**-24 |x'|
     of the exact one; the sum, the activation (slope <= 1 here) and the quantisation add a few roundings."""
-    if dst_type != DataType.FLOAT32 and ds > HUGE_DST_SCALE:
+    if dst_type != DataType.FLOAT32 and not DST_SCALE_RANGE[0] <= ds <= DST_SCALE_RANGE[1]:
         return False
     slope_ok = act in (Activation.LEAKY_RELU, Activation.PRELU) and np.abs(params).max() <= 1
     if act not in (Activation.IDENTITY, Activation.RELU, Activation.RESTRICT_RANGE) and (
@@ -344,9 +353,8 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
         if one_byte and a_type == b_type == dst_type and act in (Activation.IDENTITY, Activation.RELU) else [None]
     use_folded = all(f is not None for f in folded)
     qmin = ZERO_RANGES.get(dst_type, (0, 0))[0]
-    value_scale = VALUE_SCALE if dst_type != DataType.FLOAT32 and act in SCALING_ACTIVATIONS and \
-        max(ds) > HUGE_DST_SCALE else 1.0
     for c in range(nchan):
+        value_scale = _value_scale(ds[c], act, dst_type)
         fa = float(np.float32(sa[c])) if float_values else 0.0
         fb = float(np.float32(sb[c])) if float_values else 0.0
         inv = 1.0 / (ds[c] * value_scale)

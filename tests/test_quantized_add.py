@@ -740,37 +740,41 @@ def test_hypothesis_against_reference(case):
 
 SCALING_ACTIVATIONS = [Activation.IDENTITY, Activation.RELU, Activation.LEAKY_RELU, Activation.PRELU]
 # float32 scales from 2**118 up to float32's largest: a' + b' of bytes (up to 510 * 3.4e38) and of float32 operands
-# (up to 2 * 3.4e38) leave float32's range, and value / dst_scale may still be an output in range
+# (up to 2 * 3.4e38) leave float32's range, and value / dst_scale may still be an output in range; float64 scales
+# from 2**-150 to 2**-140: a' + b' deep in its subnormal range, off its steps of 2**-149 (float32 scales there are
+# multiples of them: their sums are exact)
 HUGE_SCALES = st.floats(2.0**118, 3.4e38).map(lambda s: float(np.float32(s)))
+TINY_SCALES = st.builds(lambda m, e: m * 2.0**e, st.floats(1.0, 2.0), st.integers(-150, -140))
 
 
 @st.composite
-def huge_scale_cases(draw):
-    shapes = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, max_side=6))
+def extreme_scale_cases(draw):
+    shapes = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=1, max_dims=4, min_side=2, max_side=6))
     combo = draw(st.sampled_from([c for c in COMBOS if c[2] != F32]))
     act = draw(st.sampled_from(SCALING_ACTIVATIONS))
-    scale = st.one_of(HUGE_SCALES, st.floats(1e-3, 1.0))
-    q = dict(a_scale=draw(scale), a_zero=draw(zero_points(combo[0])), b_scale=draw(scale),
-             b_zero=draw(zero_points(combo[1])), dst_scale=draw(HUGE_SCALES), dst_zero=draw(zero_points(combo[2])))
+    extreme = draw(st.sampled_from([HUGE_SCALES, TINY_SCALES]))
+    a_scale = draw(extreme)   # dst_scale near it: outputs neither all saturated nor all zero
+    q = dict(a_scale=a_scale, a_zero=draw(zero_points(combo[0])),
+             b_scale=draw(extreme), b_zero=draw(zero_points(combo[1])),
+             dst_scale=min(a_scale * draw(st.floats(0.25, 2.0)), 3.4e38), dst_zero=draw(zero_points(combo[2])))
     return (*shapes.input_shapes, combo, act, q, draw(st.integers(0, 2**32 - 1)))
 
 
-def huge_operand(dtype, shape, dst_scale, rng):
-    """Bytes, or float32 values up to float32's largest: sums of either near dst_scale's multiples."""
+def extreme_operand(dtype, shape, dst_scale, rng):
+    """Bytes, or float32 values up to 300 output steps (float32's largest at most)."""
     if np.dtype(dtype) in QTYPES:
         return make(dtype, shape, rng)
     return np.asarray(rng.uniform(-1.0, 1.0, shape) * min(dst_scale * 300, 3.4e38), np.float32)
 
 
-@given(huge_scale_cases())
-def test_hypothesis_huge_scales_against_reference(case):
-    """Scales so large that a' + b' leaves float32's range while value / dst_scale is an output in range (the
-    float64 path sums in range by a power of two); 2**118 and above, where a value beyond float32's range
-    divided by dst_scale is not necessarily past the output range."""
+@given(extreme_scale_cases())
+def test_hypothesis_extreme_scales_against_reference(case):
+    """Scales so large that a' + b' leaves float32's range, or so small that it lies in float32's subnormal range,
+    while value / dst_scale is an output in range (the float64 path scales the sum by a power of two)."""
     sa, sb, combo, act, q, seed = case
     rng = np.random.default_rng(seed)
-    a = huge_operand(combo[0], sa, q["dst_scale"], rng)
-    b = huge_operand(combo[1], sb, q["dst_scale"], rng)
+    a = extreme_operand(combo[0], sa, q["dst_scale"], rng)
+    b = extreme_operand(combo[1], sb, q["dst_scale"], rng)
     out_shape = np.broadcast_shapes(sa, sb)
     params = default_params(act, out_shape[1] if len(out_shape) >= 2 else 1)
     got = context(a, b, combo[2], q, act, params).forward(a, b)
@@ -779,16 +783,18 @@ def test_hypothesis_huge_scales_against_reference(case):
 
 @pytest.mark.parametrize("combo", [(U8, U8, U8), (I8, U8, I8), (F32, U8, U8)], ids=combo_id)
 @pytest.mark.parametrize("kernel_size, per_axis", [((1, 4, 256, 160), False), ((1, 3, 2, 2), True)])
-def test_huge_scales_every_kernel(combo, kernel_size, per_axis):
+@pytest.mark.parametrize("extreme", [1e38, 3e-45])
+def test_extreme_scales_every_kernel(combo, kernel_size, per_axis, extreme):
     """The lookup kernel (a table of the generic one's outputs), per-axis constants along a short inner axis and
-    the folded kernel (u8, which never forms a' + b'), with a' + b' beyond float32's range: 1e38 * (2 - 0) +
-    1e38 * (224 - 0) over 1e38 is 226, not 255."""
+    the folded kernel (u8, which never forms a' + b'), with a' + b' beyond float32's range (0.7e38 * 2 + 1e38 *
+    224 over 1e38 is 225.4, not 255) or in its subnormal range (0.7 * 3e-45 * a over 3e-45 is 0.7 a: float32's
+    steps of 1.4e-45 there made it 3 for a = 5)."""
     rng = np.random.default_rng(1)
     a, b = make(combo[0], kernel_size, rng), make(combo[1], kernel_size, rng)
-    if combo[0] == F32:
-        a = (rng.uniform(-1, 1, kernel_size) * 3e38).astype(np.float32)
-    scale = np.full(kernel_size[1], 1e38) if per_axis else 1e38
-    q = dict(a_scale=scale, a_zero=0, b_scale=1e38, b_zero=0, dst_scale=scale, dst_zero=0)
+    if combo[0] == F32:   # float32 values up to 300 output steps
+        a = (rng.uniform(-1, 1, kernel_size) * min(extreme * 300, 3e38)).astype(np.float32)
+    scale = np.full(kernel_size[1], extreme) if per_axis else extreme
+    q = dict(a_scale=scale * 0.7, a_zero=0, b_scale=extreme, b_zero=0, dst_scale=scale, dst_zero=0)
     add = context(a, b, combo[2], q, Activation.RELU)
     got = add.forward(a, b)
     check(got, a, b, q, Activation.RELU, axis=1)
