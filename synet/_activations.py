@@ -53,10 +53,25 @@ def activation_params(act: Activation, params: object, channels: int, name: str 
         values = _as_float_vector(params, name)
         if values.size < len(defaults):
             raise ValueError(f"{name}: {act.name} expects {len(defaults)} value(s), got {values.size}")
-        values = values[: max(len(defaults), 1)]
+        values = _no_nan(values[: max(len(defaults), 1)], act, name)
     if values.size == 0:
         values = np.zeros(1, dtype=np.float32)  # kernels may read params[0]
     return np.ascontiguousarray(values, dtype=np.float32)
+
+
+# The activations whose parameters enter a min or max, which has no one meaning for a NaN (C's fmaxf ignores it,
+# a comparison keeps it or not by its order): NaN parameters are refused there. A NaN slope (LEAKY_RELU, PRELU),
+# ELU's alpha, SWISH's beta or MISH's threshold (x > t) has the formula's meaning.
+MIN_MAX_PARAMS = (Activation.RESTRICT_RANGE, Activation.HSWISH, Activation.HARD_SIGMOID)
+
+
+def _no_nan(values: np.ndarray, act: Activation, name: str) -> np.ndarray:
+    """`values`, or ValueError when one is NaN and `act` takes it into a min or max (MIN_MAX_PARAMS); ±inf
+    are fine (RESTRICT_RANGE (0, inf) is RELU)."""
+    if act in MIN_MAX_PARAMS and np.isnan(values).any():
+        raise ValueError(f"{name}: {act.name} parameters enter a min or max: expected no NaN, got "
+                         f"{values.tolist()}")
+    return values
 
 
 def _as_float_vector(params: object, name: str) -> np.ndarray:

@@ -376,7 +376,7 @@ cdef class _State:
 
 cdef inline _State _ready(Deconvolution16b context):
     if context._state is None:
-        raise RuntimeError("Deconvolution16b: call init() before using the context")
+        raise RuntimeError(f"{type(context).__name__}: call init() before using the context")
     return <_State>context._state
 
 
@@ -524,14 +524,14 @@ cdef class Deconvolution16b:
         """
         cdef _State st = _ready(self)
         if st.weights is None:
-            raise RuntimeError("Deconvolution16b.forward: call set_params() before forward()")
+            raise RuntimeError(f"{type(self).__name__}.forward: call set_params() before forward()")
         return _run(st.geometry, st.weights, src, buf, dst, call_threads(n_threads), "Deconvolution16b.forward")
 
     cdef const synet_deconv_plan* plan_of(self) except NULL:
         """The prepared context as a C plan (RuntimeError before init or set_params)."""
         cdef _State st = _ready(self)
         if st.weights is None:
-            raise RuntimeError("Deconvolution16b: call set_params() before plan()")
+            raise RuntimeError(f"{type(self).__name__}: call set_params() before plan()")
         return &st.ready
 
     def clear(self):

@@ -586,6 +586,15 @@ cdef bint _plain_numbers(a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero) 
     return True
 
 
+cdef bint _scalar_numbers(a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero) noexcept:
+    """Whether every quantisation argument is one number (Python's or NumPy's): per tensor."""
+    cdef object x
+    for x in (a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero):
+        if type(x) is not float and type(x) is not int and not isinstance(x, (np.integer, np.floating)):
+            return False
+    return True
+
+
 cdef object _with_rank(x, int rank):
     """`x` with leading axes of 1 up to `rank` dimensions (itself when it has them)."""
     return x if x.ndim == rank else x.reshape((1,) * (rank - x.ndim) + x.shape)
@@ -669,12 +678,16 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     cdef _QaddState st
     if out is not None:
         require_array(out, "out")
+    if not cnp.PyArray_Check(a) and isinstance(a, np.generic):   # a NumPy scalar: a 0-d array, which any
+        a = np.asarray(a)                                           # layout of the other fits
+    if not cnp.PyArray_Check(b) and isinstance(b, np.generic):
+        b = np.asarray(b)
     if cnp.PyArray_Check(a) and cnp.PyArray_Check(b) and not (
             cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a) and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>b)):
         # a transposed pair runs on its C-ordered views, the result laid out alike (as NumPy's a + b does);
         # copying it to C order first cost 360x the add (u8 NHWC [1, 56, 56, 256] seen as NCHW: 7.2 ms)
         order = _shared_memory_order(a, b, activation, axis,
-                                     _plain_numbers(a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero))
+                                     _scalar_numbers(a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero))
         if order is not None:
             rank = len(order)
             try:

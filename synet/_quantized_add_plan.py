@@ -30,7 +30,7 @@ ZERO_RANGES = {DataType.UINT8: (0, 255), DataType.INT8: (-128, 127)}
 # range (a' up to 255 * 3.4e38) or in its subnormal range, where the float64 sum's rounding to float32 loses
 # the value / dst_scale the output needs. There the float64 path sums the operands times a power of two that
 # brings dst_scale to [1, 2) (exact) and quantises with the scaled dst_scale, for the activations that commute
-# with that scaling (_value_scale); the float32 paths do not run.
+# with that scaling (_value_exponent, _scaled); the float32 paths do not run.
 DST_SCALE_RANGE = (2.0**-100, 2.0**100)
 SCALING_ACTIVATIONS = (Activation.IDENTITY, Activation.RELU, Activation.LEAKY_RELU, Activation.PRELU)
 MAX_SIZE = 2**62
@@ -253,13 +253,20 @@ def _folded_in_doubles(ka: float, kb: float, kc: float) -> bool:
     return e1 != math.inf and m1 < 2.0 ** (e1 + 53) and m2 < 2.0 ** (e2 + 53)
 
 
-def _value_scale(ds: float, act: Activation, dst_type: DataType) -> float:
-    """The power of two the float64 path scales a' + b' by (DST_SCALE_RANGE): 1, or 2**-e with dst_scale in
-    [2**e, 2**(e + 1)). Exact either way, so the same bits wherever the values stay in float32's normal range."""
+def _value_exponent(ds: float, act: Activation, dst_type: DataType) -> int:
+    """The power of two 2**k the float64 path scales a' + b' by (DST_SCALE_RANGE): k = 0, or the k that brings
+    dst_scale to [1, 2). Exact either way, so the same bits wherever the values stay in float32's normal range."""
     if dst_type == DataType.FLOAT32 or act not in SCALING_ACTIVATIONS or \
             DST_SCALE_RANGE[0] <= ds <= DST_SCALE_RANGE[1]:
-        return 1.0
-    return 2.0 ** (1 - math.frexp(ds)[1])
+        return 0
+    return 1 - math.frexp(ds)[1]
+
+
+def _scaled(scale: float, k: int) -> float:
+    """scale * 2**k, at most 2**700: an operand's scale (1 for a float32 one) in the float64 path. Past 2**700
+    every nonzero operand value saturates the output either way (dst_scale * 2**k < 2), and a finite scale keeps
+    0 * scale and inf - inf out of the sum (255 * 2**700 and 2**128 * 2**700 are finite)."""
+    return 2.0**700 if math.frexp(scale)[1] + k > 700 else math.ldexp(scale, k)
 
 
 def _float_values_ok(a_type, sa, za, b_type, sb, zb, act, params, dst_type, ds) -> bool:
@@ -354,17 +361,17 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
     use_folded = all(f is not None for f in folded)
     qmin = ZERO_RANGES.get(dst_type, (0, 0))[0]
     for c in range(nchan):
-        value_scale = _value_scale(ds[c], act, dst_type)
+        k = _value_exponent(ds[c], act, dst_type)
         fa = float(np.float32(sa[c])) if float_values else 0.0
         fb = float(np.float32(sb[c])) if float_values else 0.0
-        inv = 1.0 / (ds[c] * value_scale)
+        inv = 1.0 / math.ldexp(ds[c], k)
         pre = 2.0**64 if inv > 2.0**100 else (2.0**-64 if inv < 2.0**-100 else 1.0)
         # q_inv in float32's normal range: past it (dst_scale below 2**-190 or above 2**190) every nonzero value
         # saturates, or every finite one rounds to 0, either way; an inv / pre of 0 or inf made 0 * inf a NaN
         q_inv = min(max(inv / pre, 2.0**-126), 2.0**126)
         ka, kb, kc = folded[c] if use_folded else (0.0, 0.0, 0.0)  # type: ignore[misc]
         lo = dz[c] if act == Activation.RELU else qmin
-        for name, value in (("a_scale", sa[c] * value_scale), ("b_scale", sb[c] * value_scale), ("fa_scale", fa),
+        for name, value in (("a_scale", _scaled(sa[c], k)), ("b_scale", _scaled(sb[c], k)), ("fa_scale", fa),
                             ("fa_scale_low", sa[c] - fa if float_values else 0.0),
                             ("fb_scale", fb), ("fb_scale_low", sb[c] - fb if float_values else 0.0),
                             ("a_zero", za[c]), ("b_zero", zb[c]), ("q_pre", pre), ("q_inv", q_inv),

@@ -592,3 +592,12 @@ def test_axis_phases_is_memoised_immutable_and_right(stride, dilation, kernel, p
                 lows.append(-(j + offset))
                 highs.append(j + offset - (src - 1))
     assert (low, high) == (max(lows), max(highs))
+
+
+def test_3d_context_messages_name_its_class():
+    deconv = synet.Deconvolution3d16b()
+    with pytest.raises(RuntimeError, match=r"^Deconvolution3d16b: call init\(\) before using the context$"):
+        deconv.forward(np.zeros((1, 1, 1, 1, 1), np.float32))
+    deconv.init(1, synet.ConvParams3d.deconvolution(1, 1, 1, 1, 1, kernel=1))
+    with pytest.raises(RuntimeError, match=r"^Deconvolution3d16b.forward: call set_params\(\) before forward\(\)$"):
+        deconv.forward(np.zeros((1, 1, 1, 1, 1), np.float32))

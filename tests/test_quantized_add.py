@@ -801,6 +801,25 @@ def test_extreme_scales_every_kernel(combo, kernel_size, per_axis, extreme):
     assert (got.astype(int) < RANGE[combo[2]][1]).any()   # not all saturated
 
 
+FLT_MAX = float(np.finfo(np.float32).max)
+
+
+@pytest.mark.parametrize("act", [Activation.IDENTITY, Activation.RELU])
+@pytest.mark.parametrize("a, b, q", [
+    # dst_scale among float64's subnormals: scaling it to [1, 2) takes 2**1074
+    *[(np.uint8([0, 1, 2]), np.uint8([0, 0, 0]), dict(dst_scale=ds)) for ds in (5e-324, 1e-310, 2.0**-1022, 1e-300)],
+    # a_scale 2**1994 times dst_scale: a' * 2**k overflowed float64, and (a - a_zero) = 0 times inf was NaN
+    (np.uint8([5, 5]), np.uint8([1, 2]), dict(a_scale=1e300, a_zero=5, b_scale=1e-300, dst_scale=1e-300, dst_zero=10)),
+    # float32 operands times 2**997: FLT_MAX - FLT_MAX was inf - inf
+    (np.float32([FLT_MAX, np.inf]), np.float32([-FLT_MAX, -FLT_MAX]), dict(dst_scale=1e-300, dst_zero=128)),
+], ids=["ds5e-324", "ds1e-310", "ds2^-1022", "ds1e-300", "a_scale1e300", "f32max"])
+def test_extreme_scale_combinations(a, b, q, act):
+    q = {**dict(a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_scale=1.0, dst_zero=0), **q}
+    got = quantized_add(a, b, **q, activation=act)
+    check(got, a, b, q, act)
+    assert np.array_equal(context(a, b, U8, q, act).forward(a, b), got)
+
+
 @st.composite
 def per_axis_cases(draw, min_dims=1, min_side=1):
     """Broadcasting shapes, any type mix, an axis, and for each tensor a per-tensor or per-axis scale and
@@ -884,6 +903,20 @@ def test_transposed_operands_keep_their_layout(combo, b_shape):
             a_copy = a.copy(order="K")
             assert quantized_add(a_copy, b, **SEED_Q, dst_dtype=combo[2], activation=act, out=a_copy) is a_copy
             assert np.array_equal(a_copy, got, equal_nan=True)
+
+
+def test_transposed_operand_with_numpy_scalars_keeps_its_layout():
+    """NumPy scalars as the scales or as b are per tensor as Python numbers are: a channels-last a keeps its layout
+    and out=a works (both were refused: "out: expected a writeable C-contiguous array")."""
+    rng = np.random.default_rng(23)
+    a = laid_out(make(U8, (2, 6, 5, 7), rng), (0, 2, 3, 1))
+    q = {name: (np.float32(v) if "scale" in name else np.int64(v)) for name, v in SEED_Q.items()}
+    for b in (np.uint8(200), np.float32(1.5), np.array(200, np.uint8)):
+        expected = quantized_add(np.ascontiguousarray(a), np.asarray(b), **SEED_Q)
+        got = quantized_add(a, b, **q)
+        assert got.transpose(0, 2, 3, 1).flags.c_contiguous and np.array_equal(got, expected)
+        a_copy = a.copy(order="K")
+        assert quantized_add(a_copy, b, **q, out=a_copy) is a_copy and np.array_equal(a_copy, expected)
 
 
 def test_transposed_operands_prelu_and_mixed_layouts_run_in_c_order():
@@ -1525,6 +1558,21 @@ def test_activation_param_errors(act, params):
     with pytest.raises(ValueError, match="activation_params"):
         quantized_add(np.zeros((2, 3), np.uint8), np.zeros((2, 3), np.uint8), activation=act,
                       activation_params=params)
+
+
+@pytest.mark.parametrize("act, params", [("restrict_range", [np.nan, 6.0]), ("restrict_range", [0.0, np.nan]),
+                                         ("hswish", [np.nan, 1 / 6]), ("hard_sigmoid", [1 / 6, np.nan])])
+def test_nan_parameters_of_a_min_or_max_are_refused(act, params):
+    """A NaN that enters a min or max has no one meaning (RESTRICT_RANGE with lo NaN gave finite values where
+    the formula's comparisons give NaN or 0); ±inf and NaN slopes keep their meaning."""
+    message = f"activation_params: {act.upper()} parameters enter a min or max: expected no NaN"
+    with pytest.raises(ValueError, match=message):
+        quantized_add(np.zeros((2, 3), np.uint8), np.zeros((2, 3), np.uint8), activation=act, activation_params=params)
+    with pytest.raises(ValueError, match=message):
+        synet.conv_transpose2d(np.ones((1, 1, 2, 2), np.float32), np.ones((1, 1, 1, 1), np.float32), activation=act,
+                               activation_params=params)
+    assert quantized_add(np.uint8([1, 2]), np.uint8([3, 4]), activation="restrict_range",
+                         activation_params=[0, np.inf]).tolist() == [4, 6]
 
 
 def test_forward_errors():
