@@ -30,7 +30,7 @@ ZERO_RANGES = {DataType.UINT8: (0, 255), DataType.INT8: (-128, 127)}
 # range (a' up to 255 * 3.4e38) or in its subnormal range, where the float64 sum's rounding to float32 loses
 # the value / dst_scale the output needs. There the float64 path sums the operands times a power of two that
 # brings dst_scale to [1, 2) (exact) and quantises with the scaled dst_scale, for the activations that commute
-# with that scaling (_value_exponent, _scaled); the float32 paths do not run.
+# with that scaling (_value_exponent, _scaled_path); the float32 paths do not run.
 DST_SCALE_RANGE = (2.0**-100, 2.0**100)
 SCALING_ACTIVATIONS = (Activation.IDENTITY, Activation.RELU, Activation.LEAKY_RELU, Activation.PRELU)
 MAX_SIZE = 2**62
@@ -262,11 +262,27 @@ def _value_exponent(ds: float, act: Activation, dst_type: DataType) -> int:
     return 1 - math.frexp(ds)[1]
 
 
-def _scaled(scale: float, k: int) -> float:
-    """scale * 2**k, at most 2**700: an operand's scale (1 for a float32 one) in the float64 path. Past 2**700
-    every nonzero operand value saturates the output either way (dst_scale * 2**k < 2), and a finite scale keeps
-    0 * scale and inf - inf out of the sum (255 * 2**700 and 2**128 * 2**700 are finite)."""
-    return 2.0**700 if math.frexp(scale)[1] + k > 700 else math.ldexp(scale, k)
+def _scaled_path(sa: float, sb: float, ds: float, k: int) -> tuple[float, float, float]:
+    """(a_scale, b_scale, 1 / dst_scale) of the float64 path in the frame 2**k (_value_exponent; a float32
+    operand's scale is 1), each operand scale at most 2**700, so that 255 * 2**700 and 2**128 * 2**700 stay
+    finite (no inf * 0, no inf - inf). An operand whose scale passes 2**700 while the other's is more than 2**600
+    below it is capped there: a nonzero value of it (>= 2**700 * 2**-k dst_scale) saturates the output whatever
+    the other adds. Two within 2**600 of each other (they may cancel) are lowered together by the same power of
+    two instead, and so is dst_scale: their ratio, and an exact 0, is kept; a nonzero sum of them is at least
+    2**(100 - 53) output steps there, and saturates. k = 0: the scales as they are."""
+    if k == 0:
+        return sa, sb, 1.0 / ds
+    ea, eb = math.frexp(sa)[1] + k, math.frexp(sb)[1] + k
+    top = max(ea, eb)
+    inv = 1.0 / math.ldexp(ds, k)                      # in (0.5, 1]
+    if top <= 700:
+        return math.ldexp(sa, k), math.ldexp(sb, k), inv
+    if min(ea, eb) >= top - 600:
+        down = top - 700
+        return math.ldexp(sa, k - down), math.ldexp(sb, k - down), math.ldexp(inv, down) if down < 1000 else math.inf
+    # (the other, if past 2**690 itself, at 2**690: it saturates too, and 255 * 2**690 cannot cancel 2**700)
+    capped = [2.0**700 if e == top else 2.0**690 if e > 690 else math.ldexp(s, k) for s, e in ((sa, ea), (sb, eb))]
+    return capped[0], capped[1], inv
 
 
 def _float_values_ok(a_type, sa, za, b_type, sb, zb, act, params, dst_type, ds) -> bool:
@@ -361,17 +377,16 @@ def plan(a_shape, a_type, a_scale, a_zero, b_shape, b_type, b_scale, b_zero, act
     use_folded = all(f is not None for f in folded)
     qmin = ZERO_RANGES.get(dst_type, (0, 0))[0]
     for c in range(nchan):
-        k = _value_exponent(ds[c], act, dst_type)
+        a_scale, b_scale, inv = _scaled_path(sa[c], sb[c], ds[c], _value_exponent(ds[c], act, dst_type))
         fa = float(np.float32(sa[c])) if float_values else 0.0
         fb = float(np.float32(sb[c])) if float_values else 0.0
-        inv = 1.0 / math.ldexp(ds[c], k)
         pre = 2.0**64 if inv > 2.0**100 else (2.0**-64 if inv < 2.0**-100 else 1.0)
         # q_inv in float32's normal range: past it (dst_scale below 2**-190 or above 2**190) every nonzero value
         # saturates, or every finite one rounds to 0, either way; an inv / pre of 0 or inf made 0 * inf a NaN
         q_inv = min(max(inv / pre, 2.0**-126), 2.0**126)
         ka, kb, kc = folded[c] if use_folded else (0.0, 0.0, 0.0)  # type: ignore[misc]
         lo = dz[c] if act == Activation.RELU else qmin
-        for name, value in (("a_scale", _scaled(sa[c], k)), ("b_scale", _scaled(sb[c], k)), ("fa_scale", fa),
+        for name, value in (("a_scale", a_scale), ("b_scale", b_scale), ("fa_scale", fa),
                             ("fa_scale_low", sa[c] - fa if float_values else 0.0),
                             ("fb_scale", fb), ("fb_scale_low", sb[c] - fb if float_values else 0.0),
                             ("a_zero", za[c]), ("b_zero", zb[c]), ("q_pre", pre), ("q_inv", q_inv),

@@ -812,12 +812,30 @@ FLT_MAX = float(np.finfo(np.float32).max)
     (np.uint8([5, 5]), np.uint8([1, 2]), dict(a_scale=1e300, a_zero=5, b_scale=1e-300, dst_scale=1e-300, dst_zero=10)),
     # float32 operands times 2**997: FLT_MAX - FLT_MAX was inf - inf
     (np.float32([FLT_MAX, np.inf]), np.float32([-FLT_MAX, -FLT_MAX]), dict(dst_scale=1e-300, dst_zero=128)),
-], ids=["ds5e-324", "ds1e-310", "ds2^-1022", "ds1e-300", "a_scale1e300", "f32max"])
+    # operands that cancel: their scales lowered together, not capped one by one (and none of it at k = 0)
+    *[(np.uint8([2, 3]), np.uint8([0, 0]), dict(a_scale=1e300, b_scale=2e300, b_zero=1, dst_scale=ds, dst_zero=10))
+      for ds in (1e-300, 1.0, 1e-5)],
+    (np.float32([-2.0**-140, 0]), np.uint8([1, 1]), dict(b_scale=2.0**-140, dst_scale=2.0**-800, dst_zero=10)),
+    # one scale 2**1401, the other 2**801 in the frame: both capped, apart (2**700, 2**690), never cancelling
+    (np.uint8([1, 0, 1]), np.uint8([0, 0, 1]), dict(a_scale=2.0**400, b_scale=2.0**-200, b_zero=1,
+                                                   dst_scale=2.0**-999)),
+], ids=["ds5e-324", "ds1e-310", "ds2^-1022", "ds1e-300", "a_scale1e300", "f32max", "cancel1e-300", "cancel1",
+        "cancel1e-5", "f32cancel", "capped_apart"])
 def test_extreme_scale_combinations(a, b, q, act):
     q = {**dict(a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_scale=1.0, dst_zero=0), **q}
     got = quantized_add(a, b, **q, activation=act)
     check(got, a, b, q, act)
     assert np.array_equal(context(a, b, U8, q, act).forward(a, b), got)
+
+
+@pytest.mark.parametrize("act", [Activation.IDENTITY, Activation.GELU])
+def test_cancelling_huge_scales_inside_the_range_keep_their_bits(act):
+    """dst_scale inside [2**-100, 2**100] or a float32 output: the operand scales as given (a cap there turned
+    2 * 1e300 - 1 * 2e300 = 0 into a saturated output)."""
+    a, b = np.uint8([2]), np.int8([-1])
+    q = dict(a_scale=1e300, a_zero=0, b_scale=2e300, b_zero=0, dst_scale=1.0, dst_zero=7)
+    assert quantized_add(a, b, **q, activation=act).tolist() == [7]
+    assert quantized_add(a, b, **q, activation=act, dst_dtype="f32").tolist() == [0.0]
 
 
 @st.composite

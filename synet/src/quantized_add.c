@@ -41,7 +41,7 @@ typedef float f32_t;
    a' + b' of operands that cancel was off by far more than the float32 result's 1e-6); in float32:
    d = float(x - zero) (exact), d * scale with the scale split in float32 halves: fma(d, high, d * low),
    within ~2**-24 |x'| of the exact product; float32: x (in float64 times its scale: 1, or the plan's power of
-   two that keeps a' + b' / dst_scale within float32's normal range, _quantized_add_plan._value_scale). */
+   two that keeps a' + b' / dst_scale within float32's normal range, _quantized_add_plan._scaled_path). */
 SYNET_INLINE double deq_u8_double(u8_t x, double scale, int zero) { return (double)((int)x - zero) * scale; }
 SYNET_INLINE double deq_i8_double(i8_t x, double scale, int zero) { return (double)((int)x - zero) * scale; }
 SYNET_INLINE double deq_f32_double(f32_t x, double scale, int zero)
