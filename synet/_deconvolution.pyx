@@ -496,7 +496,7 @@ cdef class Deconvolution16b:
         weights = _new_weights(st.geometry, weight, bias, prm, call_threads(None), True)
         with self._lock:
             if self._state is not st:   # init/clear ran meanwhile: these weights fit the old geometry
-                raise RuntimeError("Deconvolution16b.set_params: the context was re-initialised during the call")
+                raise RuntimeError(f"{type(self).__name__}.set_params: the context was re-initialised during the call")
             new = _State.__new__(_State)
             new.geometry, new.weights, new.key = st.geometry, weights, st.key
             new.ready = st.geometry.plan
@@ -577,12 +577,12 @@ def _restore(version, key, data):
         context.init(*key)
         if data is not None:
             if not isinstance(data, tuple) or len(data) != 3:
-                raise ValueError("Deconvolution16b pickle: expected (weight, bias, params)")
+                raise ValueError(f"{type(context).__name__} pickle: expected (weight, bias, params)")
             for name, value, dtypes in (("weight", data[0], (_FLOAT32, BFLOAT16)), ("bias", data[1], (_FLOAT32,)),
                                         ("params", data[2], (_FLOAT32,))):
                 if (value is not None or name == "weight") and \
                         (not isinstance(value, np.ndarray) or value.dtype not in dtypes):
-                    raise TypeError(f"Deconvolution16b pickle: {name}: expected a "
+                    raise TypeError(f"{type(context).__name__} pickle: {name}: expected a "
                                     f"{' or '.join(map(str, dtypes))} array, got {type(value).__name__}"
                                     f"{'' if not isinstance(value, np.ndarray) else ' of ' + str(value.dtype)}")
             context.set_params(*data)

@@ -678,9 +678,9 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     cdef _QaddState st
     if out is not None:
         require_array(out, "out")
-    if not cnp.PyArray_Check(a) and isinstance(a, np.number):   # a NumPy number: a 0-d array, which any
-        a = np.asarray(a)                                          # layout of the other fits
-    if not cnp.PyArray_Check(b) and isinstance(b, np.number):
+    if not cnp.PyArray_Check(a) and (isinstance(a, np.number) or type(a) is float):   # a NumPy number: a 0-d
+        a = np.asarray(a)                                          # array, which any layout of the other fits
+    if not cnp.PyArray_Check(b) and (isinstance(b, np.number) or type(b) is float):   # (a Python float too)
         b = np.asarray(b)
     if cnp.PyArray_Check(a) and cnp.PyArray_Check(b) and not (
             cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a) and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>b)):

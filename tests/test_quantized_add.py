@@ -929,7 +929,7 @@ def test_transposed_operand_with_numpy_scalars_keeps_its_layout():
     rng = np.random.default_rng(23)
     a = laid_out(make(U8, (2, 6, 5, 7), rng), (0, 2, 3, 1))
     q = {name: (np.float32(v) if "scale" in name else np.int64(v)) for name, v in SEED_Q.items()}
-    for b in (np.uint8(200), np.float32(1.5), np.array(200, np.uint8)):
+    for b in (np.uint8(200), np.float32(1.5), np.array(200, np.uint8), 1.5):
         expected = quantized_add(np.ascontiguousarray(a), np.asarray(b), **SEED_Q)
         got = quantized_add(a, b, **q)
         assert got.transpose(0, 2, 3, 1).flags.c_contiguous and np.array_equal(got, expected)
