@@ -138,8 +138,7 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
     if rows == NULL:   # one thread, or no memory for 18 ints a thread: no parallel region (its cost dominates
         if K_EXACT != NULL:   # small layers), the same tasks in order
             synet_deconv_source_exponents(p, src, 0, 1, one_range)
-            if not synet_deconv_products_exact(p, one_range, 1):
-                k = K_EXACT
+            k = _kernels_for(p, one_range, 1)
         _run_serial(k, p, src, image, dst, one_rows)
         return SYNET_OK
     ranges = rows + nthreads * 16
@@ -150,8 +149,7 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
             for r in prange(nthreads, schedule="static"):
                 synet_deconv_source_exponents(p, src, r, nthreads, ranges + 2 * r)
             synet_barrier()
-            if not synet_deconv_products_exact(p, ranges, nthreads):
-                k = K_EXACT
+            k = _kernels_for(p, ranges, nthreads)
         for r in prange(p.pad_rows, schedule="static"):
             k.pad_row(p, src, image, r)
         synet_barrier()
@@ -165,6 +163,13 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
                 k.border_task(p, src, dst, t)
     free(rows)
     return SYNET_OK
+
+
+cdef inline const synet_deconv_kernels* _kernels_for(const synet_deconv_plan* p, const int* ranges,
+                                                     Py_ssize_t parts) noexcept nogil:
+    """K, or K_EXACT where the source's exponent ranges (of `parts` parts) and the weights' say a product may
+    leave FP32's normal range (synet_deconv_products_exact)."""
+    return K if synet_deconv_products_exact(p, ranges, parts) else K_EXACT
 
 
 cdef void _run_serial(const synet_deconv_kernels* k, const synet_deconv_plan* p, const void* src, char* image,

@@ -577,22 +577,20 @@ cdef void _along_walk(synet_qadd_plan* p, Py_ssize_t* walk, cnp.ndarray full, cn
         full_steps[0], part_steps[0] = channels, 0
 
 
-cdef bint _plain_numbers(a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero) noexcept:
-    """Whether every quantisation argument is a Python float or int (so per tensor: one channel)."""
+cdef bint _plain_numbers(a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero, bint numpy_too=False) noexcept:
+    """Whether every quantisation argument is a Python float or int (so per tensor: one channel); with
+    `numpy_too`, a NumPy integer or floating scalar also counts."""
     cdef object x
     for x in (a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero):
-        if type(x) is not float and type(x) is not int:
+        if type(x) is not float and type(x) is not int and not (numpy_too and isinstance(x, (np.integer, np.floating))):
             return False
     return True
 
 
-cdef bint _scalar_numbers(a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero) noexcept:
-    """Whether every quantisation argument is one number (Python's or NumPy's): per tensor."""
-    cdef object x
-    for x in (a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero):
-        if type(x) is not float and type(x) is not int and not isinstance(x, (np.integer, np.floating)):
-            return False
-    return True
+cdef object _number_as_array(x):
+    """A NumPy number or a Python float operand as a 0-d array (which any layout of the other operand fits);
+    anything else as it is."""
+    return np.asarray(x) if not cnp.PyArray_Check(x) and (isinstance(x, np.number) or type(x) is float) else x
 
 
 cdef object _with_rank(x, int rank):
@@ -678,16 +676,14 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     cdef _QaddState st
     if out is not None:
         require_array(out, "out")
-    if not cnp.PyArray_Check(a) and (isinstance(a, np.number) or type(a) is float):   # a NumPy number: a 0-d
-        a = np.asarray(a)                                          # array, which any layout of the other fits
-    if not cnp.PyArray_Check(b) and (isinstance(b, np.number) or type(b) is float):   # (a Python float too)
-        b = np.asarray(b)
+    a = _number_as_array(a)
+    b = _number_as_array(b)
     if cnp.PyArray_Check(a) and cnp.PyArray_Check(b) and not (
             cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a) and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>b)):
         # a transposed pair runs on its C-ordered views, the result laid out alike (as NumPy's a + b does);
         # copying it to C order first cost 360x the add (u8 NHWC [1, 56, 56, 256] seen as NCHW: 7.2 ms)
         order = _shared_memory_order(a, b, activation, axis,
-                                     _scalar_numbers(a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero))
+                                     _plain_numbers(a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero, True))
         if order is not None:
             rank = len(order)
             try:

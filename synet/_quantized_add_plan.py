@@ -253,11 +253,15 @@ def _folded_in_doubles(ka: float, kb: float, kc: float) -> bool:
     return e1 != math.inf and m1 < 2.0 ** (e1 + 53) and m2 < 2.0 ** (e2 + 53)
 
 
+def _extreme_dst_scale(ds: float, dst_type: DataType) -> bool:
+    """Whether a quantised output's dst_scale lies outside DST_SCALE_RANGE."""
+    return dst_type != DataType.FLOAT32 and not DST_SCALE_RANGE[0] <= ds <= DST_SCALE_RANGE[1]
+
+
 def _value_exponent(ds: float, act: Activation, dst_type: DataType) -> int:
     """The power of two 2**k the float64 path scales a' + b' by (DST_SCALE_RANGE): k = 0, or the k that brings
     dst_scale to [1, 2). Exact either way, so the same bits wherever the values stay in float32's normal range."""
-    if dst_type == DataType.FLOAT32 or act not in SCALING_ACTIVATIONS or \
-            DST_SCALE_RANGE[0] <= ds <= DST_SCALE_RANGE[1]:
+    if act not in SCALING_ACTIVATIONS or not _extreme_dst_scale(ds, dst_type):
         return 0
     return 1 - math.frexp(ds)[1]
 
@@ -290,7 +294,7 @@ def _float_values_ok(a_type, sa, za, b_type, sb, zb, act, params, dst_type, ds) 
     steps for a quantised output (exact away from ties), below 5e-7 for a float32 one (1e-6 relative,
     with room for the final roundings). Each quantised operand's float32 product is within 2**-24 |x'|
     of the exact one; the sum, the activation (slope <= 1 here) and the quantisation add a few roundings."""
-    if dst_type != DataType.FLOAT32 and not DST_SCALE_RANGE[0] <= ds <= DST_SCALE_RANGE[1]:
+    if _extreme_dst_scale(ds, dst_type):
         return False
     slope_ok = act in (Activation.LEAKY_RELU, Activation.PRELU) and np.abs(params).max() <= 1
     if act not in (Activation.IDENTITY, Activation.RELU, Activation.RESTRICT_RANGE) and (
