@@ -567,16 +567,17 @@ cdef class Deconvolution16b:
 
 
 PICKLE_VERSION = 1
+_EITHER_CLASS = "Deconvolution16b or Deconvolution3d16b"   # before the state says which
 
 
 def _restore(version, key, data):
     """Rebuilds a pickled Deconvolution16b (see Deconvolution16b.__reduce__); ValueError / TypeError
     naming what does not fit for a state it did not make."""
     if version != PICKLE_VERSION:
-        raise ValueError(f"Deconvolution16b pickle: state version {version!r} is not {PICKLE_VERSION} "
+        raise ValueError(f"{_EITHER_CLASS} pickle: state version {version!r} is not {PICKLE_VERSION} "
                          f"(made by another synet version)")
     if key is not None and (not isinstance(key, tuple) or len(key) != 3):
-        raise ValueError(f"Deconvolution16b pickle: expected (batch, conv, compatibility), got {key!r:.80}")
+        raise ValueError(f"{_EITHER_CLASS} pickle: expected (batch, conv, compatibility), got {key!r:.80}")
     context = Deconvolution3d16b() if key is not None and isinstance(key[1], ConvParams3d) else Deconvolution16b()
     if key is not None:
         context.init(*key)
@@ -592,7 +593,7 @@ def _restore(version, key, data):
                                     f"{'' if not isinstance(value, np.ndarray) else ' of ' + str(value.dtype)}")
             context.set_params(*data)
     elif data is not None:
-        raise ValueError("Deconvolution16b pickle: weights without a geometry")
+        raise ValueError(f"{_EITHER_CLASS} pickle: weights without a geometry")
     return context
 
 

@@ -53,7 +53,7 @@ import numpy as np
 
 from . import _cache
 from . import _quantized_add_plan as planning
-from ._arrays import check_buffer, internal_error, memory_order, require_array, run_in_memory_order
+from ._arrays import as_array, check_buffer, internal_error, memory_order, require_array, run_in_memory_order
 from ._types import Activation, DataType
 
 cnp.import_array()
@@ -579,18 +579,21 @@ cdef void _along_walk(synet_qadd_plan* p, Py_ssize_t* walk, cnp.ndarray full, cn
 
 cdef bint _plain_numbers(a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero, bint numpy_too=False) noexcept:
     """Whether every quantisation argument is a Python float or int (so per tensor: one channel); with
-    `numpy_too`, a NumPy integer or floating scalar also counts."""
+    `numpy_too`, a NumPy integer or floating scalar or a 0-d array also counts."""
     cdef object x
     for x in (a_scale, a_zero, b_scale, b_zero, dst_scale, dst_zero):
-        if type(x) is not float and type(x) is not int and not (numpy_too and isinstance(x, (np.integer, np.floating))):
+        if type(x) is float or type(x) is int:
+            continue
+        if not numpy_too or not (isinstance(x, (np.integer, np.floating)) or
+                                 cnp.PyArray_Check(x) and cnp.PyArray_NDIM(<cnp.ndarray>x) == 0):
             return False
     return True
 
 
-cdef object _number_as_array(x):
-    """A NumPy number or a Python float operand as a 0-d array (which any layout of the other operand fits);
-    anything else as it is."""
-    return np.asarray(x) if not cnp.PyArray_Check(x) and (isinstance(x, np.number) or type(x) is float) else x
+cdef inline object _as_ndarray(x, str name):
+    """An operand as an ndarray: an ndarray as it is, any other array-like (a number, a list, a tensor)
+    through as_array, so that it broadcasts against the other operand in that operand's layout."""
+    return x if cnp.PyArray_Check(x) else as_array(x, name)
 
 
 cdef object _with_rank(x, int rank):
@@ -676,9 +679,9 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     cdef _QaddState st
     if out is not None:
         require_array(out, "out")
-    a = _number_as_array(a)
-    b = _number_as_array(b)
-    if cnp.PyArray_Check(a) and cnp.PyArray_Check(b) and not (
+    a = _as_ndarray(a, "a")
+    b = _as_ndarray(b, "b")
+    if not (
             cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a) and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>b)):
         # a transposed pair runs on its C-ordered views, the result laid out alike (as NumPy's a + b does);
         # copying it to C order first cost 360x the add (u8 NHWC [1, 56, 56, 256] seen as NCHW: 7.2 ms)

@@ -376,7 +376,8 @@ GARBAGE = [
     (_quantized_add._restore, (1, Q_ARGS[:8] + ("prelu", "slopes") + Q_ARGS[10:]), ValueError, "act_params"),
     (_quantized_add._restore, (1, Q_ARGS[:13] + ("z",)), TypeError, "axis"),
     # Deconvolution16b: (version, (batch, conv, compatibility), (weight, bias, params))
-    (_deconvolution._restore, (1, (1, CONV), None), ValueError, r"expected \(batch, conv, compatibility\)"),
+    (_deconvolution._restore, (1, (1, CONV), None), ValueError,
+     r"^Deconvolution16b or Deconvolution3d16b pickle: expected \(batch, conv, compatibility\)"),
     (_deconvolution._restore, (1, [1, CONV, 0], None), ValueError, r"expected \(batch, conv, compatibility\)"),
     (_deconvolution._restore, (1, ("1", CONV, 0), None), TypeError, "batch"),
     (_deconvolution._restore, (1, (0, CONV, 0), None), ValueError, "batch"),
@@ -400,7 +401,8 @@ GARBAGE = [
     (_deconvolution._restore, (1, (1, CONV, 0), (W, None, "params")), TypeError, "params"),
     (_deconvolution._restore, (1, (1, dataclasses.replace(CONV, activation=Activation.PRELU), 0),
                                (W, None, np.zeros(2, np.float32))), ValueError, "params"),
-    (_deconvolution._restore, (1, None, (W, None, None)), ValueError, "weights without a geometry"),
+    (_deconvolution._restore, (1, None, (W, None, None)), ValueError,
+     "^Deconvolution16b or Deconvolution3d16b pickle: weights without a geometry"),
 ]
 
 

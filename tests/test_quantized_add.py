@@ -923,18 +923,26 @@ def test_transposed_operands_keep_their_layout(combo, b_shape):
             assert np.array_equal(a_copy, got, equal_nan=True)
 
 
-def test_transposed_operand_with_numpy_scalars_keeps_its_layout():
-    """NumPy scalars as the scales or as b are per tensor as Python numbers are: a channels-last a keeps its layout
-    and out=a works (both were refused: "out: expected a writeable C-contiguous array")."""
+@pytest.mark.parametrize("scales", ["numpy scalars", "0-d arrays"])
+def test_transposed_operand_with_numpy_scalars_keeps_its_layout(scales):
+    """NumPy scalars or 0-d arrays as the scales, and numbers, lists or 0-d arrays as b, are per tensor as Python
+    numbers are: a channels-last a keeps its layout and out=a works (all were refused: "out: expected a writeable
+    C-contiguous array")."""
     rng = np.random.default_rng(23)
     a = laid_out(make(U8, (2, 6, 5, 7), rng), (0, 2, 3, 1))
-    q = {name: (np.float32(v) if "scale" in name else np.int64(v)) for name, v in SEED_Q.items()}
-    for b in (np.uint8(200), np.float32(1.5), np.array(200, np.uint8), 1.5):
+    wrap = (lambda t, v: t(v)) if scales == "numpy scalars" else (lambda t, v: np.array(v, t))
+    q = {name: (wrap(np.float32, v) if "scale" in name else wrap(np.int64, v)) for name, v in SEED_Q.items()}
+    for b in (np.uint8(200), np.float32(1.5), np.array(200, np.uint8), 1.5, [1.5], (2.5,), [[[[0.5]]]],
+              np.array([7], np.uint8)):
         expected = quantized_add(np.ascontiguousarray(a), np.asarray(b), **SEED_Q)
         got = quantized_add(a, b, **q)
         assert got.transpose(0, 2, 3, 1).flags.c_contiguous and np.array_equal(got, expected)
         a_copy = a.copy(order="K")
         assert quantized_add(a_copy, b, **q, out=a_copy) is a_copy and np.array_equal(a_copy, expected)
+        a_copy = a.copy(order="K")   # b first
+        assert quantized_add(b, a_copy, **{n.replace("a_", "c_").replace("b_", "a_").replace("c_", "b_"): v
+                                           for n, v in q.items()}, out=a_copy) is a_copy
+        assert np.array_equal(a_copy, expected)
 
 
 def test_transposed_operands_prelu_and_mixed_layouts_run_in_c_order():
