@@ -3,7 +3,30 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an int >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}")
+    return value
+
+
+def _writable_path(option: str, path: str | None) -> str | None:
+    """Why a result file at `path` could not be written (checked before a run of minutes), or None."""
+    if path is None:
+        return None
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        return f"{option}: {path!r} is a directory"
+    if not os.path.isdir(folder):
+        return f"{option}: no directory {folder!r}"
+    if not os.access(folder, os.W_OK) or os.path.exists(path) and not os.access(path, os.W_OK):
+        return f"{option}: cannot write {path!r}"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -13,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="version, compiler, flags, OpenMP, CPU levels (compiled, supported, chosen), threads")
     bench = commands.add_parser("bench", help="run the built-in workloads against installed peers")
     bench.add_argument("--only", help="comma-separated workload names, e.g. G1,B2")
-    bench.add_argument("--repeats", type=int, default=7, help="timed rounds per candidate (median reported)")
+    bench.add_argument("--repeats", type=_positive_int, default=7, help="timed rounds per candidate (median reported)")
     bench.add_argument("--json", metavar="PATH", help="also save the results as JSON")
     bench.add_argument("--plot", metavar="PNG", help="also draw synet's speed-up over each peer (needs matplotlib)")
     bench.add_argument("--list", action="store_true", help="list the workloads and exit")
@@ -40,6 +63,20 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{workload.name:<5}{workload.title}")
             return 0
         only = [name.strip() for name in args.only.split(",")] if args.only else None
+        names = [workload.name for workload in benchmarks.all_workloads()]
+        unknown = [name for name in only or () if name not in names]
+        if unknown:
+            parser.error(f"--only: unknown workloads {unknown}; expected some of {', '.join(names)}")
+        for problem in (_writable_path("--json", args.json), _writable_path("--plot", args.plot)):
+            if problem:
+                parser.error(problem)
+        if args.plot:
+            if args.isa:
+                parser.error("--plot draws one run's speed-ups; run it without --isa")
+            try:
+                import matplotlib  # type: ignore[import-not-found, unused-ignore]  # noqa: F401  (the bench extra)
+            except ImportError:
+                parser.error("--plot needs matplotlib (pip install 'synet[bench]')")
         if args.isa:
             from synet._kernels import LEVELS
 
