@@ -30,7 +30,8 @@ from synet._csrc cimport (
     synet_peak_kernels, synet_peak_kernels_at,
 )
 
-from ._arrays import UINT16, as_array, check_n_threads, check_out, memory_order, require_array, run_in_memory_order
+from ._arrays import (
+    UINT16, as_array, check_n_threads, check_out, memory_order, native, require_array, run_in_memory_order)
 from ._types import BFLOAT16
 
 cnp.import_array()
@@ -266,15 +267,17 @@ def _parse_rounding(rounding):
 
 
 def _real_input(x, str name="x"):
-    """`x` as a C-contiguous float32 or float64 array (other real dtypes widen to float64)."""
-    array = as_array(x, name)
+    """`x` as a C-contiguous float32 or float64 array in the machine's byte order (a byte-swapped float32 stays
+    float32; integers, bool and float16 widen to float64, exactly; a long double, which float64 would round
+    first, is refused)."""
+    array = native(as_array(x, name))
     if array.dtype == BFLOAT16:   # (a bfloat16 array, list or scalar: its values, exact in float32)
         array = array.astype(np.float32)
     if array.dtype == np.float32 or array.dtype == np.float64:
         return np.asarray(array, order="C")
-    if array.dtype.kind in "biuf":
+    if array.dtype.kind in "biu" or array.dtype == np.float16:
         return np.asarray(array, dtype=np.float64, order="C")
-    raise ValueError(f"{name}: expected real numbers (float32, float64, integers), got dtype {array.dtype}")
+    raise ValueError(f"{name}: expected real numbers (float32, float64, float16, integers), got dtype {array.dtype}")
 
 
 def _in_memory_order(convert, x, out, *args):

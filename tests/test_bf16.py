@@ -180,6 +180,32 @@ def test_thread_count_does_not_change_bits(n):
                                   synet.bfloat16_to_float32(one, n_threads=2))
 
 
+@pytest.mark.skipif(np.dtype(np.longdouble).itemsize <= 8, reason="long double is float64 here")
+def test_long_double_is_refused_not_rounded_twice():
+    """float64 would round a long double first: 1 + 2**-8 + 2**-60 gave bfloat16 1.0 (the value lies above the
+    midpoint of 1 and 1.0078125)."""
+    for convert in (synet.float32_to_bfloat16, synet.round_to_bfloat16):
+        with pytest.raises(ValueError, match=r"x: expected real numbers \(float32, float64, float16, integers\), "
+                                             r"got dtype float128"):
+            convert(np.array([1 + 2**-8 + 2**-60], np.longdouble))
+
+
+@pytest.mark.parametrize("rounding", ["nearest", "truncate"])
+def test_byte_swapped_float32_is_float32(rounding):
+    """A >f4 array gives the bits its values give as native float32, NaN payloads included (truncate keeps a
+    signalling NaN's high payload bits; through float64 it came back quiet: 0x7fc1 for 0x7f81)."""
+    raw = np.array([0x7F810000, 0xFF810001, 0x7FA00000, 0x3F808000, 0x3F818000, 0x00000001, 0x7F7FFFFF],
+                   np.uint32)
+    native = raw.view(np.float32)
+    swapped = native.astype(">f4")
+    expected = bits(synet.float32_to_bfloat16(native, rounding=rounding))
+    np.testing.assert_array_equal(bits(synet.float32_to_bfloat16(swapped, rounding=rounding)), expected)
+    np.testing.assert_array_equal(synet.round_to_bfloat16(swapped, rounding=rounding).view(np.uint32),
+                                  expected.astype(np.uint32) << 16)
+    if rounding == "truncate":
+        assert list(expected[:2]) == [0x7F81, 0xFF81]
+
+
 def test_errors_name_the_parameter():
     x = np.ones(4, np.float32)
     with pytest.raises(ValueError, match="rounding"):
@@ -228,6 +254,34 @@ def test_large_arrays_stream_through_misaligned_outputs(offset):
     np.testing.assert_array_equal(truncated, expected)
     wide = synet.bfloat16_to_float32(result, out=np.empty(n + 8, np.float32)[offset:offset + n])
     np.testing.assert_array_equal(wide.view(np.uint32), result.astype(np.uint32) << 16)
+
+
+def _off_its_element_size(n, dtype):
+    """A writeable, C-contiguous array of n elements at an odd address (NumPy's flags: not aligned)."""
+    out = np.frombuffer(bytearray(n * np.dtype(dtype).itemsize + 1), dtype, n, offset=1)
+    assert out.ctypes.data % 2 and not out.flags.aligned and out.flags.writeable and out.flags.c_contiguous
+    return out
+
+
+@pytest.mark.parametrize("kind", ["uint16", "bfloat16"])
+def test_large_outputs_at_an_odd_address(kind):
+    """An `out` off its element size never reaches the streaming stores' 64-byte alignment: the streaming paths
+    (4 MiB+ for float32 -> bfloat16, 32 MiB+ for bfloat16 -> float32) crashed on one (segfault); it is stored
+    plainly now, with the same bits."""
+    n = (8 << 20) + 37
+    x = np.random.default_rng(4).standard_normal(n).astype(np.float32)
+    expected = bits(x.astype(BF16))
+    out = _off_its_element_size(n, np.uint16 if kind == "uint16" else BF16)
+    assert synet.float32_to_bfloat16(x, out=out) is out
+    np.testing.assert_array_equal(bits(out), expected)
+    truncated = synet.float32_to_bfloat16(x, rounding="truncate", out=_off_its_element_size(n, np.uint16))
+    np.testing.assert_array_equal(bits(truncated), (x.view(np.uint32) >> 16).astype(np.uint16))
+    wide = _off_its_element_size(n, np.float32)
+    assert wide.nbytes >= 32 << 20
+    np.testing.assert_array_equal(synet.bfloat16_to_float32(expected, out=wide).view(np.uint32),
+                                  expected.astype(np.uint32) << 16)
+    np.testing.assert_array_equal(synet.round_to_bfloat16(x, out=wide).view(np.uint32),
+                                  expected.astype(np.uint32) << 16)
 
 
 @pytest.mark.parametrize("offset", [0, 1, 3])

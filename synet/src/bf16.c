@@ -59,6 +59,7 @@ static synet_size round_stream16(const uint32_t *src, uint16_t *dst, synet_size 
     return i;
 }
 
+/* The elements before the first 64-byte boundary at or after p (p a multiple of itemsize), at most n. */
 static synet_size to_alignment(const void *p, synet_size itemsize, synet_size n)
 {
     const synet_size head = (synet_size)((-(uintptr_t)p) & 63) / itemsize;
@@ -80,7 +81,7 @@ static void round_f32(const uint32_t *src, void *dst, synet_size n, synet_size a
     }
     uint16_t *d = (uint16_t *)dst;
     synet_size done = 0;
-    if (stream) {
+    if (stream && ((uintptr_t)d & 1) == 0) { /* (a dst off its element size never reaches 64-byte alignment) */
         done = to_alignment(d, 2, n);
         round_range16(src, d, done, truncate);
         done += round_stream16(src + done, d + done, n - done, avail - done, truncate);
@@ -118,7 +119,7 @@ static void widen_range(const uint16_t *src, uint32_t *dst, synet_size n)
 static void widen(const uint16_t *src, uint32_t *dst, synet_size n, synet_size avail, int stream)
 {
     synet_size i = 0;
-    if (stream) {
+    if (stream && ((uintptr_t)dst & 3) == 0) {
         i = to_alignment(dst, 4, n);
         widen_range(src, dst, i);
 #if SYNET_AVX512
