@@ -31,6 +31,7 @@ from synet._fastpath cimport (
 from synet._cache cimport PlanCache
 from synet._kernels cimport amx_ready, bf16_dot_preferred, call_threads, kernel_level
 
+import copy
 import math
 import threading
 
@@ -546,8 +547,9 @@ cdef class Deconvolution16b:
 
     @property
     def conv(self):
-        """The (normalised) ConvParams given to `init`, or None."""
-        return None if self._state is None else (<_State>self._state).geometry.planned.conv
+        """A copy of the (normalised) ConvParams given to `init`, or None (a copy: the context's own keys its
+        re-initialisation and its pickle)."""
+        return None if self._state is None else copy.copy((<_State>self._state).geometry.planned.conv)
 
     def __reduce__(self):
         """Pickles init's arguments and set_params' data: the weights (BF16-rounded, in the caller's
@@ -664,12 +666,13 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
     if out is not None:
         out = require_array(out, "out")
     slow = _cache.key_of
-    try:   # an FP32 out for an FP32 x asks for what no out does: the same plan
+    try:   # an FP32 out for an FP32 x asks for what no out does: the same plan; out's dtype keys by itself, its
+        # byte order too (a byte-swapped out, refused, planned an FP32 output that the native one then met)
         key = (x.shape, x.dtype.num, w.shape, key_part(stride, slow), key_part(padding, slow),
                key_part(output_padding, slow), key_part(groups, slow), key_part(dilation, slow),
                key_part(layout, slow), key_part(activation, slow), key_part(activation_params, slow),
                key_part(out_dtype, slow),
-               None if out is None or (out.dtype is _FLOAT32 and x.dtype is _FLOAT32) else out.dtype.num)
+               None if out is None or (out.dtype is _FLOAT32 and x.dtype is _FLOAT32) else out.dtype)
     except TypeError:
         key = None
     entry = cache.get(key) if key is not None else None
@@ -691,10 +694,7 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
                 _CALLS[call_key] = checked
         call, act_params = checked
         conv, n, _, shape, kind = planning.functional_geometry(call, x.shape, w.shape)
-        bf16_out = out_dtype is not None and planning.as_data_type(out_dtype, "out_dtype") == DataType.BFLOAT16 or \
-            out_dtype is None and ((out is not None and out.dtype in (BFLOAT16, UINT16)) or
-                                   (out is None and x.dtype == BFLOAT16))
-        dst_dtypes = (BFLOAT16, UINT16) if bf16_out else (_FLOAT32,)
+        dst_dtypes = (BFLOAT16, UINT16) if call.dst_type == DataType.BFLOAT16 else (_FLOAT32,)
         if kind == "empty":
             entry = (None, None, shape, dst_dtypes)
         else:

@@ -279,10 +279,12 @@ def check_sizes(batch: int, geo: Geometry) -> None:
         name, n = next(pair for pair in zip(("src", "dst", "weight", "padded src"), sizes)
                        if pair[1] * 4 + 4096 >= 1 << 63)
         raise ValueError(f"conv: the {name} tensor of {n} elements overflows 64-bit byte sizes")
-    entries = tz * kz + ty * ky + tx * kx + tz * ty * tx + kz * ky * kx + dd + dh + dw + dd * dh + dd * dh * dw // 16
+    entries = tz * kz + ty * ky + tx * kx + tz * ty * tx + kz * ky * kx + dd + dh + dw + dd * dh + dd * dh * dw // 16 \
+        + g * tz * ty * tx * ((geo.dst_c // g + 15) // 16)   # the packed weights' offsets (tiny tensors had 2^29)
     if entries > MAX_PLAN:
         raise ValueError(f"conv: the geometry needs {entries} plan entries (stride·kernel, strides, kernel taps, "
-                         f"output rows and pixels / 16); expected at most {MAX_PLAN}")
+                         f"output rows and pixels / 16, groups·strides·output channels / 16); expected at most "
+                         f"{MAX_PLAN}")
 
 
 @functools.lru_cache(maxsize=1024)

@@ -759,13 +759,26 @@ def test_init_errors(changes, match):
     ((1 << 21, 1 << 21, 1 << 21, 1, 1, 1), r"conv: the src tensor of 9223372036854775808 elements overflows 64-bit"),
     ((1, 1 << 20, 1 << 20, 1 << 23, 1, 1), r"conv: the dst tensor of 9223372036854775808 elements overflows 64-bit"),
     ((1 << 16, 1, 1, 1 << 16, (1 << 15, 1 << 16), 1), r"conv: the weight tensor of 9223372036854775808 elements"),
-    ((1, 1, 1, 1, 1, (1 << 24, 1)), r"conv: the geometry needs 33554439 plan entries .*expected at most 16777216"),
-    ((1, 1 << 14, 1 << 14, 1, 1, 1), r"conv: the geometry needs 16826374 plan entries"),
+    ((1, 1, 1, 1, 1, (1 << 24, 1)), r"conv: the geometry needs 50331655 plan entries .*expected at most 16777216"),
+    ((1, 1 << 14, 1 << 14, 1, 1, 1), r"conv: the geometry needs 16826375 plan entries"),
+    # tiny tensors, but groups x stride phases x channel blocks of packed-weight offsets: planning took seconds
+    # and memory without bound (2^17 groups, stride 64: 2^29 offsets)
+    ((1 << 18, 1, 1, 1 << 17, 1, 64, 1, 0, 1 << 17), r"conv: the geometry needs 536875142 plan entries"),
+    ((1, 1, 1, 1 << 32, 1, 1), r"conv: the geometry needs 268435465 plan entries"),
 ])
 def test_init_size_errors(args, match):
     """A geometry whose tensors overflow 63-bit byte counts, or whose tables would be absurdly long."""
     with pytest.raises(ValueError, match=match):
         Deconvolution16b().init(1, ConvParams.deconvolution(*args))
+
+
+def test_functional_refuses_absurd_plans_of_tiny_tensors():
+    """1 MiB of x and of weights, a 1x1 output per channel, 2^17 groups at stride 64: planning ran for many
+    seconds towards ~20 GB (a Python list of 2^29 packed-weight offsets); now the plan-size ValueError."""
+    g = 1 << 17
+    with pytest.raises(ValueError, match=r"conv: the geometry needs \d+ plan entries"):
+        conv_transpose2d(np.ones((1, 2 * g, 1, 1), np.float32), np.ones((2 * g, 1, 1, 1), np.float32),
+                         stride=64, groups=g)
 
 
 def test_init_type_errors():

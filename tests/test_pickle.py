@@ -212,6 +212,28 @@ def test_not_initialised_contexts():
             other.forward(np.zeros(6, np.float32))
 
 
+@pytest.mark.parametrize("cls, conv, x_shape", [
+    (Deconvolution16b, ConvParams.deconvolution(2, 3, 3, 2, kernel=3, stride=2, pad=1), (1, 2, 3, 3)),
+    (synet.Deconvolution3d16b, synet.ConvParams3d.deconvolution(2, 2, 3, 3, 2, kernel=3, stride=2, pad=1),
+     (1, 2, 2, 3, 3))], ids=["2d", "3d"])
+def test_conv_property_is_a_copy(cls, conv, x_shape):
+    """Changing what ``.conv`` returns (to derive a RELU twin) changed the context's own geometry: its pickle then
+    ran RELU, and init with the original arguments stopped being a no-op (it dropped the weights)."""
+    rng = np.random.default_rng(5)
+    d = cls(1, conv)
+    d.set_params(rng.standard_normal(2 * 2 * 3 ** (len(x_shape) - 2)).astype(np.float32) - 2.0)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    y = d.forward(x)
+    assert (y < 0).any() and d.conv is not d.conv and d.conv == conv
+    twin = d.conv
+    twin.activation = Activation.RELU
+    twin.src_h = 9
+    assert d.conv == conv
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(d)).forward(x), y)
+    d.init(1, copy.copy(conv))   # identical arguments: a no-op, the weights kept
+    np.testing.assert_array_equal(d.forward(x), y)
+
+
 def test_copies_are_independent():
     rng = np.random.default_rng(5)
     conv = ConvParams.deconvolution(4, 3, 3, 4, kernel=2, stride=2)

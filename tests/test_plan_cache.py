@@ -93,6 +93,26 @@ def test_an_out_shares_the_plan_only_when_it_asks_for_the_same_output(x_dtype, o
         assert np.array_equal(np.asarray(result).view(np.uint8), fresh.view(np.uint8))
 
 
+@pytest.mark.parametrize("x_dtype", [np.float32, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("native", [np.dtype(np.uint16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32)],
+                         ids=str)
+def test_a_refused_byte_swapped_out_leaves_no_plan_for_the_native_one(x_dtype, native):
+    """A byte-swapped out keyed as its native twin did (dtype.num): its refused call cached a plan for its own
+    output type, and the native out's valid calls then failed ("out: expected dtype float32, got uint16") until
+    the cache was cleared."""
+    x = np.ones((1, 2, 3, 3), x_dtype)
+    w = np.ones((2, 1, 3, 3), np.float32)
+    synet.clear_plan_cache()
+    expected = synet.conv_transpose2d(x, w, out=np.empty((1, 1, 5, 5), native))
+    synet.clear_plan_cache()
+    swapped = np.empty((1, 1, 5, 5), native.newbyteorder(">" if native.byteorder != ">" else "<"))
+    expected_dtypes = "float32" if x_dtype is np.float32 else "bfloat16 or uint16"
+    with pytest.raises(ValueError, match=f"out: expected dtype {expected_dtypes}, got >"):   # (x's type decides)
+        synet.conv_transpose2d(x, w, out=swapped)
+    got = synet.conv_transpose2d(x, w, out=np.empty((1, 1, 5, 5), native))
+    assert got.dtype == native and got.tobytes() == expected.tobytes()
+
+
 def test_equal_values_of_other_types_are_other_keys():
     """True, 1 and 1.0 are different arguments: validation treats them differently, so must the cache."""
     a = np.arange(8, dtype=np.uint8)
