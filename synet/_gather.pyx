@@ -231,7 +231,8 @@ cdef class GatherElements:
             C-contiguous int32/int64 (the context's index type), prod(outer) * idx_count * inner
             elements. None uses the index given to `set_index`.
         dst : ndarray, optional
-            Output of src's dtype and idx's size; allocated with idx's shape when None.
+            Output of the context's dtype (BFLOAT16 also as uint16 raw bits) and idx's size; allocated with idx's
+            shape when None (bfloat16 for a BFLOAT16 context, src given as bfloat16 or as uint16 bits).
         n_threads : int, optional
 
         Returns
@@ -258,8 +259,8 @@ cdef class GatherElements:
             if not is_operand(idx, st.index_dtype, None, st.idx_size):
                 check_buffer(idx, "idx", (st.index_dtype,), st.idx_size)
             shape = idx.shape
-        if dst is None:
-            dst = new_like((<cnp.ndarray>src).dtype, shape)
+        if dst is None:   # (bfloat16 for uint16 bits of a BFLOAT16 context: what synet allocates for BF16)
+            dst = new_like(st.dtype, shape)
         else:
             if not is_output(dst, st.dtype, st.alt_dtype, st.idx_size):
                 check_buffer(dst, "dst", st.dtypes, st.idx_size, writeable=True)
@@ -392,6 +393,11 @@ cdef int _broadcast_axes(indices, int ax) noexcept:
     return d
 
 
+cdef inline tuple _out_dtypes(data):
+    """The dtypes gather_elements writes into: data's, and uint16 raw bits for bfloat16 data."""
+    return (BFLOAT16, UINT16) if (<cnp.ndarray>data).dtype is BFLOAT16 else ((<cnp.ndarray>data).dtype,)
+
+
 cdef object _out_of_range(where, value, int axis, Py_ssize_t src_count):
     return IndexError(f"indices[{', '.join(map(str, map(int, where)))}] = {value} is out of range "
                       f"for axis {axis} with size {src_count}")
@@ -452,7 +458,7 @@ cdef object _gather_rows(data, indices, axis, out, int threads):
     if out is None:
         out = new_array(data.dtype, nd, cnp.PyArray_DIMS(<cnp.ndarray>indices))
     else:
-        out = check_out(out, indices.shape, (data.dtype,), {"data": src, "indices": indices})
+        out = check_out(out, indices.shape, _out_dtypes(data), {"data": src, "indices": indices})
     cdef Py_ssize_t n_rows = rows.size, idx_count = indices.shape[ax]
     cdef Py_ssize_t row_bytes = cnp.PyArray_NBYTES(<cnp.ndarray>out) // max(n_rows, 1)
     cdef int n_threads = threads if cnp.PyArray_SIZE(<cnp.ndarray>out) >= PARALLEL_MIN else 1
@@ -479,7 +485,8 @@ def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):
     axis : int
         Negative values count from the last dimension.
     out : ndarray, optional
-        Indices' shape, data's dtype, C-contiguous or laid out as transposed data and indices are.
+        Indices' shape, data's dtype (uint16 raw bits for bfloat16 data), C-contiguous or laid out as
+        transposed data and indices are.
     n_threads : int, optional
 
     Returns
@@ -531,9 +538,10 @@ def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):
     cdef cnp.npy_intp* shape = cnp.PyArray_DIMS(<cnp.ndarray>indices)
     if out is None:
         out = new_array((<cnp.ndarray>data).dtype, cnp.PyArray_NDIM(<cnp.ndarray>indices), shape)
-    elif not (is_output(out, (<cnp.ndarray>data).dtype, None, cnp.PyArray_SIZE(<cnp.ndarray>indices)) and
-              same_shape(out, indices) and not overlaps(out, src) and not overlaps(out, idx)):
-        out = check_out(out, indices.shape, (data.dtype,), {"data": src, "indices": idx})   # raises the message
+    elif not (is_output(out, (<cnp.ndarray>data).dtype, UINT16 if (<cnp.ndarray>data).dtype is BFLOAT16 else None,
+                        cnp.PyArray_SIZE(<cnp.ndarray>indices))
+              and same_shape(out, indices) and not overlaps(out, src) and not overlaps(out, idx)):
+        out = check_out(out, indices.shape, _out_dtypes(data), {"data": src, "indices": idx})   # raises the message
     if cnp.PyArray_SIZE(<cnp.ndarray>out) == 0:
         return out
     src_count = cnp.PyArray_DIMS(<cnp.ndarray>data)[ax]

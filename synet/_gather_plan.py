@@ -63,6 +63,8 @@ def count(value: object, name: str, minimum: int = 0) -> int:
         raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
     if value < minimum:
         raise ValueError(f"{name}: expected an int >= {minimum}, got {value}")
+    if value >= 2**63:   # (a zero among the other factors hides it from the size checks; a C size would overflow)
+        raise ValueError(f"{name}: expected an int < 2**63, got {value}")
     return int(value)
 
 

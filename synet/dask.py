@@ -432,8 +432,9 @@ conv_transpose3d = _conv_nd("conv_transpose3d", 5)
 
 def _index_error(indices, src_count: int, axis: int, start=None) -> IndexError:
     """The functional form's message, at the position in the whole array (`start`: the block's origin)."""
-    position, value = _gather_plan.first_bad(_gather_plan.as_indices(indices), src_count)
+    position = _gather_plan.first_bad(_gather_plan.as_indices(indices), src_count)[0]
     where = np.unravel_index(position, indices.shape)
+    value = np.asarray(indices)[where]   # the caller's value (as_indices clamps uint64 past int64's range)
     place = [int(i) + (0 if start is None else start[d]) for d, i in enumerate(where)]
     return IndexError(f"indices[{', '.join(map(str, place))}] = {value} is out of range for axis {axis} "
                       f"with size {src_count}")

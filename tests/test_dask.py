@@ -335,6 +335,14 @@ def test_index_error_at_compute_names_the_global_position():
     result = sd.gather_elements(da.from_array(data, chunks=2), da.from_array(idx, chunks=2), axis=1)
     with pytest.raises(IndexError, match=r"indices\[5, 3, 4\] = 8 is out of range for axis 1 with size 8"):
         result.compute(scheduler="threads")
+    # a uint64 index past int64's range: its own value, as the eager form says (was 2**63 - 1, clamped)
+    huge = idx.astype(np.uint64)
+    huge[5, 3, 4] = 2**64 - 1
+    message = r"indices\[5, 3, 4\] = 18446744073709551615 is out of range for axis 1 with size 8"
+    with pytest.raises(IndexError, match=message):
+        synet.gather_elements(data, huge, axis=1)
+    with pytest.raises(IndexError, match=message):
+        sd.gather_elements(da.from_array(data, chunks=2), da.from_array(huge, chunks=2), axis=1).compute()
 
 
 @pytest.mark.parametrize("name, rank", [("conv_transpose1d", 3), ("conv_transpose3d", 5)])

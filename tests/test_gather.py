@@ -426,10 +426,19 @@ def test_bfloat16_raw_bits_and_threads(dtype):
     two = gather.forward(src, idx, n_threads=2)
     np.testing.assert_array_equal(one.view(np.uint8), two.view(np.uint8))
     np.testing.assert_array_equal(one.view(np.uint8), reference(src, idx, 1).view(np.uint8))
-    if dtype == BF16:
-        raw = gather.forward(src.view(np.uint16), idx)
-        assert raw.dtype == np.uint16
+    if dtype == BF16:   # SPEC section 2: a result synet allocates is bfloat16; a caller's uint16 dst gets the bits
+        from_bits = gather.forward(src.view(np.uint16), idx)
+        assert from_bits.dtype == BF16   # (was uint16: the dtype of src)
+        np.testing.assert_array_equal(from_bits.view(np.uint16), one.view(np.uint16))
+        raw = np.empty(one.shape, np.uint16)
+        assert gather.forward(src, idx, raw) is raw
         np.testing.assert_array_equal(raw, one.view(np.uint16))
+        # the functional form: bfloat16 data into a uint16 out (was "out: expected dtype bfloat16, got uint16")
+        for index in (idx, np.broadcast_to(idx[:1, :, :1], (8, 900, 1))):   # the general and the row paths
+            expected = synet.gather_elements(src, index, 1)
+            raw = np.empty(index.shape, np.uint16)
+            assert synet.gather_elements(src, index, 1, out=raw) is raw
+            np.testing.assert_array_equal(raw, expected.view(np.uint16))
 
 
 def test_one_context_from_many_threads():
@@ -486,6 +495,12 @@ def test_context_errors():
         gather.init("f32", "i32", False, 1, ["a"], 4, 1, 3)
     with pytest.raises(ValueError, match="overflow"):
         gather.init("f32", "i32", False, 1, [2**40, 2**30], 4, 1, 3)
+    # a huge count beside a zero one passed the size checks and raised OverflowError converting it to a C size
+    for args, name in (((2**70, 0, 3), "src_count"), ((3, 0, 2**70), "idx_count"), ((3, 2**63, 3), "inner")):
+        with pytest.raises(ValueError, match=rf"{name}: expected an int < 2\*\*63, got {args[args.index(max(args))]}"):
+            gather.init("f32", "i32", False, 1, [0] if name == "inner" else [2], *args)
+    with pytest.raises(ValueError, match=r"outer: expected an int < 2\*\*63"):
+        gather.init("f32", "i32", False, 1, [2**70, 0], 4, 1, 3)
     gather.init("f32", "i32", False, 1, [2], 4, 1, 3)
     with pytest.raises(RuntimeError, match="index_const=False"):
         gather.set_index(idx)
