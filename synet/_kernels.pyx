@@ -36,22 +36,15 @@ from ._types import BFLOAT16
 
 cnp.import_array()
 
-cdef extern from *:
-    """
-    #ifdef _OPENMP
-    #include <omp.h>
-    #define SYNET_OPENMP 1
-    #else
-    #define SYNET_OPENMP 0
-    static int omp_get_max_threads(void) { return 1; }
-    static void omp_set_num_threads(int n) { (void)n; }
-    #endif
-    """
+cdef extern from "threads.h":
     const int SYNET_OPENMP
     int omp_get_max_threads() noexcept nogil
     void omp_set_num_threads(int n) noexcept nogil
+    int synet_install_fork_handler() noexcept nogil
 
 OPENMP = bool(SYNET_OPENMP)
+if synet_install_fork_handler() != 0:   # (pthread_atfork fails only without memory)
+    raise MemoryError("synet: cannot install its fork handler")
 
 # ---------------------------------------------------------------------------------------------
 # CPU dispatch

@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -363,3 +364,59 @@ def test_one_thread_opens_no_parallel_region(tmp_path):
     for name, (one, two) in counts.items():
         assert one == 0, f"{name}: {one} parallel regions with n_threads=1"
         assert two >= 1, f"{name}: no parallel region with n_threads=2 (the counter sees none)"
+
+
+FORK_SCRIPT = r"""
+import multiprocessing, os, sys, threading
+import numpy as np, synet
+
+rng = np.random.default_rng(0)
+x = rng.standard_normal((1, 64, 48, 48)).astype(np.float32)
+w = rng.standard_normal((64, 32, 4, 4)).astype(np.float32)
+a = rng.integers(0, 256, 1 << 21).astype(np.uint8)
+data = rng.standard_normal((8, 4096, 64)).astype(np.float32)
+index = rng.integers(0, 4096, (8, 4096, 64))
+big = rng.standard_normal(1 << 22).astype(np.float32)
+
+def run():
+    return [synet.conv_transpose2d(x, w, stride=2, padding=1, n_threads=2).tobytes(),
+            synet.quantized_add(a, a, a_scale=0.1, b_scale=0.2, dst_scale=0.3, n_threads=2).tobytes(),
+            synet.gather_elements(data, index, 1, n_threads=2).tobytes(),
+            synet.float32_to_bfloat16(big, n_threads=2).tobytes()]
+
+expected = run()   # the parent ran parallel regions of two threads (here and in another thread)
+worker = threading.Thread(target=run)
+worker.start()
+worker.join()
+
+def child(_):
+    return run() == expected
+
+with multiprocessing.get_context("fork").Pool(2) as pool:
+    assert pool.map(child, range(4)) == [True] * 4
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if run() == expected else 3)
+assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+assert run() == expected   # and the parent still runs on two threads
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not OPENMP or not hasattr(os, "fork"), reason="needs OpenMP and fork")
+def test_a_forked_child_runs_parallel_regions(tmp_path):
+    """GNU libgomp is not fork-safe: a child forked after its parent ran a two-thread region hung for ever at its
+    own first one (multiprocessing's "fork" start method, os.fork). synet releases the forking thread's OpenMP
+    threads before each fork; parent and child start new ones."""
+    script = tmp_path / "fork.py"
+    script.write_text(FORK_SCRIPT)
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True,
+                               env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        out, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)   # the hung children too
+        process.communicate()
+        pytest.fail("a forked child hung in its first parallel region")
+    assert process.returncode == 0 and out.strip() == "ok", err[-2000:]
