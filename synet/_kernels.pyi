@@ -5,6 +5,7 @@ import numpy.typing as npt
 
 OPENMP: bool
 LEVELS: tuple[str, ...]
+DISABLE_CPU_FEATURES: tuple[str, ...]
 BF16_LEVEL: str
 
 PEAK_KINDS: tuple[str, ...]

@@ -38,9 +38,10 @@ cnp.import_array()
 
 cdef extern from "threads.h":
     const int SYNET_OPENMP
-    int omp_get_max_threads() noexcept nogil
     void omp_set_num_threads(int n) noexcept nogil
     int synet_install_fork_handler() noexcept nogil
+    int synet_default_threads(int cap) noexcept nogil
+    int synet_openmp_cpus() noexcept nogil
 
 OPENMP = bool(SYNET_OPENMP)
 if synet_install_fork_handler() != 0:   # (pthread_atfork fails only without memory)
@@ -78,6 +79,19 @@ def _kernel_choice(str variable, bint available, faster_here):
     return bool(faster_here())
 
 
+DISABLE_CPU_FEATURES = ("avx512vbmi",)   # what SYNET_DISABLE_CPU_FEATURES may name (read by the kernels' C)
+
+
+def _check_disabled_features():
+    """Warns about names in SYNET_DISABLE_CPU_FEATURES (comma-separated, any case) that nothing reads."""
+    names = [name.strip().lower() for name in os.environ.get("SYNET_DISABLE_CPU_FEATURES", "").split(",")]
+    unknown = [name for name in names if name and name not in DISABLE_CPU_FEATURES]
+    if unknown:
+        warnings.warn(f"SYNET_DISABLE_CPU_FEATURES: {', '.join(map(repr, unknown))} ignored; expected some of "
+                      f"{', '.join(DISABLE_CPU_FEATURES)}", RuntimeWarning, stacklevel=2)
+
+
+_check_disabled_features()
 cdef int _SUPPORTED = synet_cpu_level()
 cdef int _CAP = _max_isa()
 cdef int _LEVEL = min(_SUPPORTED, _CAP)
@@ -132,7 +146,10 @@ def dispatch():
 
 
 def available_cpus():
-    """The number of CPUs this process may run on."""
+    """The number of CPUs this process may run on (OpenMP's count, else the OS's affinity mask)."""
+    cdef int cpus = synet_openmp_cpus()
+    if cpus > 0:
+        return cpus
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -152,12 +169,13 @@ def _normalise_threads(n, str name):
     return n if OPENMP else 1
 
 
-cdef int _INITIAL_THREADS = max(1, omp_get_max_threads())
+cdef int _INITIAL_THREADS = synet_default_threads(SYNET_MAX_THREADS)
 
 
 def set_num_threads(n):
     """Set OpenMP's thread count for synet's kernels: n > 0, or n < 0 for (CPUs + 1 + n); None
-    restores the count synet found at import (OMP_NUM_THREADS, else the CPUs).
+    restores the count the importing thread had at import (OMP_NUM_THREADS, else the CPUs; a threadpoolctl
+    limit in force at import included).
 
     This is OpenMP's own setting (``omp_set_num_threads``) of the calling thread, as PyTorch's is:
     a ``threadpoolctl.threadpool_limits`` scope entered later limits it inside the scope and
@@ -168,13 +186,14 @@ def set_num_threads(n):
 
 def get_num_threads():
     """The threads synet's kernels use when a call does not say (``n_threads=None``): OpenMP's
-    current count (OMP_NUM_THREADS, threadpoolctl's limits, set_num_threads, else the CPUs)."""
-    return max(1, omp_get_max_threads()) if OPENMP else 1
+    current count (OMP_NUM_THREADS, threadpoolctl's limits, set_num_threads, else the CPUs), within
+    OMP_THREAD_LIMIT and at most 1024."""
+    return synet_default_threads(SYNET_MAX_THREADS)
 
 
 cdef int call_threads(object n_threads) except -1:
     if n_threads is None:
-        return max(1, omp_get_max_threads()) if SYNET_OPENMP else 1
+        return synet_default_threads(SYNET_MAX_THREADS)
     if type(n_threads) is int and 0 < n_threads <= SYNET_MAX_THREADS:   # the common case, quickly
         return <int>n_threads if SYNET_OPENMP else 1
     return _normalise_threads(n_threads, "n_threads")

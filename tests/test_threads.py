@@ -420,3 +420,53 @@ def test_a_forked_child_runs_parallel_regions(tmp_path):
         process.communicate()
         pytest.fail("a forked child hung in its first parallel region")
     assert process.returncode == 0 and out.strip() == "ok", err[-2000:]
+
+
+@pytest.mark.skipif(not OPENMP, reason="needs OpenMP")
+@pytest.mark.parametrize("env, expected", [
+    ({"OMP_NUM_THREADS": "100000"}, "1024 1024"),   # crashed in libgomp at the first parallel call
+    ({"OMP_NUM_THREADS": "2", "OMP_THREAD_LIMIT": "1"}, "1 1"),   # the region gets 1: reported 2
+    ({"OMP_NUM_THREADS": "2", "OMP_MAX_ACTIVE_LEVELS": "0"}, "1 1"),   # no active region: reported 2
+])
+def test_the_default_count_is_what_a_region_gets(env, expected, tmp_path):
+    """The count a call without n_threads uses (and get_num_threads reports) is OpenMP's within OMP_THREAD_LIMIT
+    and OMP_MAX_ACTIVE_LEVELS, and at most 1024 however large OMP_NUM_THREADS or a threadpoolctl limit is."""
+    code = ("import synet; from synet._kernels import resolve_num_threads; "
+            "print(synet.get_num_threads(), resolve_num_threads())")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
+                         check=True, cwd=tmp_path)
+    assert out.stdout.strip() == expected
+
+
+@pytest.mark.skipif(not OPENMP, reason="needs OpenMP")
+def test_a_threadpoolctl_limit_above_1024_is_capped():
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=100000, user_api="openmp"):
+        assert synet.get_num_threads() == 1024
+
+
+@pytest.mark.skipif(not OPENMP or not hasattr(os, "sched_getaffinity"), reason="needs OpenMP and Linux")
+@pytest.mark.parametrize("env", [{"OMP_PROC_BIND": "true"}, {"OMP_PROC_BIND": "spread", "OMP_PLACES": "threads"}])
+def test_negative_counts_count_the_process_cpus_under_binding(env, tmp_path):
+    """libgomp binds the initial thread to one place under OMP_PROC_BIND: the thread's own affinity mask then
+    held one CPU and n_threads=-1 meant 1 (set_num_threads(-2): "leaves no thread of the 1 CPUs")."""
+    code = ("import os, synet; from synet._kernels import resolve_num_threads; "
+            "print(resolve_num_threads(-1), len(os.sched_getaffinity(0)), os.cpu_count())")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
+                         check=True, cwd=tmp_path)
+    minus_one, _, cpus = map(int, out.stdout.split())
+    assert minus_one == min(cpus, len(os.sched_getaffinity(0)))
+
+
+@pytest.mark.parametrize("value, warned", [("avx512vbmi", None), (" AVX512VBMI ", None),
+                                           ("avx512vbmi, bogus", "'bogus' ignored"), ("avx2", "'avx2' ignored")])
+def test_disabled_cpu_features_are_read_as_names(value, warned, tmp_path):
+    """SYNET_DISABLE_CPU_FEATURES: names in any case, spaces ignored (the kernels compared bytes: "AVX512VBMI" was
+    ignored without a word); a name nothing reads warns at import, as the other SYNET_* variables do."""
+    out = subprocess.run([sys.executable, "-c", "import synet"], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "SYNET_DISABLE_CPU_FEATURES": value})
+    assert out.returncode == 0, out.stderr
+    if warned is None:
+        assert "SYNET_DISABLE_CPU_FEATURES" not in out.stderr
+    else:
+        assert f"SYNET_DISABLE_CPU_FEATURES: {warned}; expected some of avx512vbmi" in out.stderr

@@ -851,22 +851,10 @@ static void run_kernel(const synet_qadd_plan *p, const synet_qadd_consts *k, con
 #if SYNET_AVX512 && defined(__GNUC__) && defined(__x86_64__)
 #include <cpuid.h>
 #include <stdlib.h>
+
+#include "listed.h"
 #define ROW_TABLES 1
 #define VBMI __attribute__((target("avx512vbmi")))
-
-/* whether `name` is one of the comma-separated names in `list` */
-static int listed(const char *list, const char *name)
-{
-    const size_t length = strlen(name);
-    while (list && *list) {
-        if (strncmp(list, name, length) == 0 && (list[length] == ',' || list[length] == '\0'))
-            return 1;
-        list = strchr(list, ',');
-        if (list)
-            ++list;
-    }
-    return 0;
-}
 
 /* whether the CPU has AVX512-VBMI (CPUID 7.0 ECX bit 1; the AVX-512 level has checked the OS's ZMM state) and
    SYNET_DISABLE_CPU_FEATURES (a comma-separated list, read once) does not name it "avx512vbmi" */
@@ -877,7 +865,7 @@ static int cpu_has_vbmi(void)
     if (known < 0) {
         unsigned a, b, c = 0, d;
         known = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((c >> 1) & 1) &&
-                !listed(getenv("SYNET_DISABLE_CPU_FEATURES"), "avx512vbmi");
+                !synet_listed(getenv("SYNET_DISABLE_CPU_FEATURES"), "avx512vbmi");
         __atomic_store_n(&answer, known, __ATOMIC_RELAXED);
     }
     return known;
