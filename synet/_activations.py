@@ -80,7 +80,7 @@ def _as_float_vector(params: object, name: str) -> np.ndarray:
         if np.asarray(params).dtype.kind == "c":   # (NumPy would drop the imaginary parts with a warning)
             raise ValueError
         values = np.asarray(params, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):   # (an int beyond float64's range)
         raise ValueError(f"{name}: expected a sequence of real numbers, got {params!r}") from None
     if values.ndim > 1:
         raise ValueError(f"{name}: expected a 1-D sequence of numbers, got shape {values.shape}")

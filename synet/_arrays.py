@@ -120,6 +120,23 @@ def torch_array(value: object, name: str) -> np.ndarray | None:
         raise TypeError(f"{name}: expected a tensor on the CPU that NumPy can read ({error})") from None
 
 
+def mutable_array_like(value: object) -> bool:
+    """Whether `value` is an object NumPy reads as an array — ``__array__``, the array interface or the buffer
+    protocol (array.array, memoryview, a ctypes array, an xarray or pandas object) — other than an ndarray, a
+    torch tensor and the immutable scalars, strings and bytes: its values may change in place while its hash,
+    if it has one, stays its identity (or, for a memoryview, its first contents). Caches key it, and contexts
+    keep it, by a copy of its values."""
+    if value is None or isinstance(value, (int, float, complex, str, bytes, type, np.dtype, np.generic, np.ndarray)):
+        return False
+    if hasattr(value, "__array__") or hasattr(value, "__array_interface__") or hasattr(value, "__array_struct__"):
+        return True
+    try:
+        memoryview(value)   # type: ignore[arg-type]
+    except TypeError:
+        return False
+    return True
+
+
 def from_torch(value: object, name: str) -> object:
     """`value` with every torch.Tensor in it (itself, or items of lists and tuples, nested) as its ndarray
     (torch_array); `value` itself where it holds none (or torch is not imported)."""

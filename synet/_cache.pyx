@@ -16,7 +16,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ._arrays import loaded_torch, torch_array
+from ._arrays import loaded_torch, mutable_array_like, torch_array
 
 CAPACITY = 128  # plans per op; the least recently used one goes first
 
@@ -135,6 +135,11 @@ def key_of(value: object) -> object:
     if torch is not None and isinstance(value, torch.Tensor):   # by its values: its hash is its identity (changed
         try:                                                      # in place, it kept its plan)
             return key_of(torch_array(value, "value"))
+        except ValueError as error:
+            raise TypeError(str(error)) from None
+    if mutable_array_like(value):   # by its values (an object with __array__ hashed by its identity, a read-only
+        try:                         # memoryview by its first contents: changed in place, they kept their plans)
+            return (type(value), key_of(np.array(value)))
         except ValueError as error:
             raise TypeError(str(error)) from None
     try:

@@ -53,7 +53,9 @@ import numpy as np
 
 from . import _cache
 from . import _quantized_add_plan as planning
-from ._arrays import as_array, check_buffer, internal_error, memory_order, require_array, run_in_memory_order
+from ._arrays import (
+    as_array, check_buffer, from_torch, internal_error, memory_order, mutable_array_like, require_array,
+    run_in_memory_order)
 from ._types import Activation, DataType
 
 cnp.import_array()
@@ -256,9 +258,13 @@ cdef object _build_lut(synet_qadd_plan* plan, a_dtype, b_dtype, int mode, bint t
 
 
 def _kept(value):
-    """A copy of an init argument that later changes to the caller's arrays or lists do not reach."""
+    """A copy of an init argument that later changes to the caller's arrays, lists, tensors or other array-likes
+    do not reach (those two as ndarrays)."""
+    value = from_torch(value, "value")
     if isinstance(value, np.ndarray):
         return value.copy()
+    if mutable_array_like(value):
+        return np.array(value)
     if isinstance(value, list):
         return [_kept(v) for v in value]
     if isinstance(value, tuple):   # (a plain one: a named tuple's constructor takes its fields one by one)
@@ -460,7 +466,7 @@ cdef class QuantizedAdd:
         if self._state is None:
             return _restore, (PICKLE_VERSION, None)
         cdef _QaddState st = <_QaddState>self._state
-        args = list(st.init_args)
+        args = [_kept(v) for v in st.init_args]   # copies: the caller may change what it is handed
         args[0], args[4] = st.planned.a_shape, st.planned.b_shape   # normalised: the shapes given may be iterators
         return _restore, (PICKLE_VERSION, tuple(args))
 

@@ -16,11 +16,12 @@ import array
 import dataclasses
 import math
 import numbers
+import sys
 
 import numpy as np
 
 from ._activations import activation_params
-from ._arrays import as_array, from_torch, native
+from ._arrays import as_array, from_torch, mutable_array_like, native
 from ._types import Activation, DataType, as_activation, as_data_type, dtype_or_none
 
 IO_DTYPES = {DataType.FLOAT32: np.dtype(np.float32), DataType.UINT8: np.dtype(np.uint8),
@@ -121,7 +122,10 @@ def shape_of(value: object, name: str) -> tuple[int, ...]:
 
 def _scale(value: object, name: str) -> float:
     if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
-        scale = float(value)
+        try:
+            scale = float(value)
+        except OverflowError:   # (an int or Fraction beyond float64's range: not finite)
+            scale = math.inf
         if math.isfinite(scale) and scale > 0:
             return scale
     raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
@@ -139,6 +143,8 @@ def _values(value: object, name: str, check) -> tuple[list, bool]:
     NumPy broadcasting and onnxruntime's QLinear ops read it), or a 1-D sequence checked element by
     element."""
     value = from_torch(value, name)
+    if mutable_array_like(value):   # (an array.array, a memoryview, an object with __array__: read as NumPy does)
+        value = np.array(value)
     if isinstance(value, (np.ndarray, list, tuple)):
         try:  # a list keeps its items as they are (no conversion of them all to one dtype)
             array = np.asarray(value, dtype=object if not isinstance(value, np.ndarray) else None)
@@ -163,7 +169,7 @@ def _quantisation(name: str, data_type: DataType, scale: object, zero: object, s
     record their output axis in `per_axis` (name -> (output axis, length))."""
     if (type(scale) is float or type(scale) is int) and type(zero) is int:  # the usual call: no per-axis analysis
         lo, hi = ZERO_RANGES[data_type]
-        if math.isfinite(scale) and scale > 0 and lo <= zero <= hi:
+        if 0 < scale <= sys.float_info.max and lo <= zero <= hi:   # (an int beyond float64's: the checks below)
             return [float(scale)], [zero]
     scales, scale_axis = _values(scale, f"{name}_scale", _scale)
     zeros, zero_axis = _values(zero, f"{name}_zero", lambda v, n: _zero(v, n, data_type))

@@ -141,8 +141,11 @@ def dtype_or_none(value: object) -> np.dtype | None:
     """np.dtype(value), or None where NumPy does not read `value` as a dtype.
 
     NumPy's parser fails with TypeError, ValueError or even SyntaxError (``np.dtype(",")``): any
-    failure means "not a dtype" here, and the caller raises its own error naming the parameter.
+    failure means "not a dtype" here, and the caller raises its own error naming the parameter. None is not
+    a dtype here either (NumPy reads it as float64: ``GatherElements(None, ...)`` gathered float64 words).
     """
+    if value is None:
+        return None
     try:
         return np.dtype(value)  # type: ignore[call-overload]
     except Exception:

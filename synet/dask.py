@@ -37,6 +37,7 @@ import collections
 import math
 import multiprocessing
 import pickle
+import re
 import threading
 import weakref
 
@@ -611,7 +612,14 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     # the functional form's checks and result dtype, on a probe: full size along the per-axis axes, else <= 1
     probe = [np.zeros(tuple(int(n) if out_ndim - x.ndim + d in whole else min(1, 1 if math.isnan(n) else int(n))
                             for d, n in enumerate(x.shape)), x.dtype) for x in operands]
-    dtype = synet.quantized_add(*probe, **kwargs).dtype
+    try:
+        dtype = synet.quantized_add(*probe, **kwargs).dtype
+    except ValueError as error:   # named with the caller's shapes, not the probe's
+        message = str(error)
+        for name, x, p in zip("ab", operands, probe):
+            message = re.sub(rf"({name}'s (?:shape|size along axis \d+ of) ){re.escape(str(p.shape))}",
+                             lambda found, shape=x.shape: f"{found.group(1)}{shape}", message)
+        raise ValueError(message) from None
     chunks = []
     for dim in range(out_ndim):
         providers = [x for x, flag in zip(operands, shared) if not flag and extent(x, dim) != 1]

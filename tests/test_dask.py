@@ -4,6 +4,7 @@ when a worker is killed mid-computation; weights travel once per worker; bad arg
 
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -325,6 +326,19 @@ def test_errors_are_eager_with_the_functional_forms_messages():
             continue
         with pytest.raises(error, match=match):
             make()
+
+
+def test_quantized_add_errors_name_the_callers_shapes():
+    """The checks run on a probe of the operands (one element off the per-axis axes): its shape, (1, 1, 1, 1),
+    was in the message instead of the caller's."""
+    a = da.from_array(np.zeros((4, 6, 10, 12), np.uint8), chunks=2)
+    scales = np.full(6, 0.1)
+    with pytest.raises(ValueError, match=re.escape("a_scale: per-axis values need axis in [-4, 4) of a's shape "
+                                                   "(4, 6, 10, 12), got axis 7")):
+        sd.quantized_add(a, a, a_scale=scales, axis=7)
+    with pytest.raises(ValueError, match=re.escape("a_scale: expected 6 values (a's size along axis 1 of "
+                                                   "(4, 6, 10, 12)) or one (per tensor), got 5")):
+        sd.quantized_add(a, a, a_scale=scales[:5], axis=1)
 
 
 def test_index_error_at_compute_names_the_global_position():

@@ -484,6 +484,8 @@ def test_context_errors():
         gather.init("f32", "f32", False, 1, [2], 4, 1, 3)
     with pytest.raises(ValueError, match="data_type"):
         gather.init(np.complex128, "i32", False, 1, [2], 4, 1, 3)
+    with pytest.raises(ValueError, match=r"data_type: expected a DataType.*got None"):   # (NumPy: float64)
+        gather.init(None, "i32", False, 1, [2], 4, 1, 3)
     for bad in (",", "i4,,", "(", ("f4", ",")):   # np.dtype raises SyntaxError / ValueError / TypeError on these
         with pytest.raises(ValueError, match="data_type"):
             gather.init(bad, "i32", False, 1, [2], 4, 1, 3)

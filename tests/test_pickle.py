@@ -267,6 +267,31 @@ def test_qadd_shapes_given_as_iterators():
         assert other.shape == (2, 3) and same_bits(other.forward(a, b), q.forward(a, b))
 
 
+@pytest.mark.parametrize("kind", ["array.array", "tensor"])
+def test_qadd_keeps_copies_of_every_array_like(kind):
+    """init's arguments are kept for the pickle as copies: an array.array or a torch tensor was kept by reference,
+    so changing it after init changed what the pickle (and deepcopy) computed, not what the live context did;
+    and __reduce__ handed out the kept arrays themselves."""
+    import array
+    if kind == "tensor":
+        torch = pytest.importorskip("torch")
+        scales = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+        slopes = torch.tensor([0.5])
+    else:
+        scales, slopes = array.array("d", [0.1, 0.2, 0.3, 0.4]), array.array("f", [0.5])
+    q = QuantizedAdd((2, 4, 3), "u8", scales, 3, (2, 4, 3), "u8", 0.05, 7, "leaky_relu", slopes, "f32", 1.0, 0)
+    a, b = (np.arange(24, dtype=np.uint8).reshape(2, 4, 3) * k for k in (1, 5))
+    expected = q.forward(a, b)
+    scales[1] = 5.0
+    slopes[0] = 0.0
+    for other in copies(q):
+        assert same_bits(other.forward(a, b), expected)
+    _, (_, args) = q.__reduce__()
+    args[2][:] = 9.0
+    for other in copies(q):
+        assert same_bits(other.forward(a, b), expected)
+
+
 def test_gather_index_dtype_kept():
     """The pickled index is the context's index dtype (int32 stays int32)."""
     g = GatherElements("float32", "int32", True, 1, [4], 5, 2, 3)

@@ -205,6 +205,49 @@ def test_unhashable_arguments_plan_without_the_cache():
     assert np.array_equal(y, z)
 
 
+class _Slopes:
+    """An array-like (``__array__``) whose hash is its identity, as a user's parameter holder's is."""
+
+    def __init__(self, values):
+        self.values = np.asarray(values, np.float32)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.values if dtype is None else self.values.astype(dtype)
+
+    def __len__(self):
+        return len(self.values)
+
+    def __getitem__(self, i):
+        return self.values[i]
+
+
+@pytest.mark.parametrize("kind", ["__array__", "read-only memoryview"])
+def test_array_likes_changed_in_place_are_keyed_by_their_values(kind):
+    """An object with __array__ keyed by its identity, a read-only byte memoryview by its first contents (a
+    memoryview caches its hash): changed in place, both kept their plans and gave the old slope's result."""
+    x = np.array([-10.0, -1.0, 1.0], np.float32)
+    zero = np.zeros(3, np.float32)
+    holder = bytearray([2])
+    params = _Slopes([2.0]) if kind == "__array__" else memoryview(holder).toreadonly()
+
+    def add():
+        return synet.quantized_add(x, zero, dst_dtype="float32", activation="leaky_relu", activation_params=params)
+
+    def conv():   # (-10 - 1 under the 2x2 kernel: the smallest sum)
+        y = synet.conv_transpose2d(x.reshape(1, 1, 1, 3), np.ones((1, 1, 2, 2), np.float32),
+                                   activation="leaky_relu", activation_params=params)
+        return y.min()
+
+    np.testing.assert_array_equal(add(), [-20.0, -2.0, 1.0])
+    assert conv() == -22.0
+    if kind == "__array__":
+        params.values[0] = 1.0
+    else:
+        holder[0] = 1
+    np.testing.assert_array_equal(add(), [-10.0, -1.0, 1.0])
+    assert conv() == -11.0
+
+
 def _in_threads(work, count):
     """work(0), ..., work(count - 1), each on a thread of its own, all at once; returns when all are done."""
     threads = [threading.Thread(target=work, args=(s,)) for s in range(count)]

@@ -1215,6 +1215,9 @@ PER_AXIS_GOOD = dict(a_shape=[2, 6, 5, 7], a_type="u8", a_scale=np.full(6, 0.1),
      "a_scale: expected a number or a non-empty 1-D array (per axis), got shape (1, 6)"),
     (dict(a_scale=["0.1"] * 6), ValueError, "a_scale[0]: expected a finite number > 0, got '0.1'"),
     (dict(a_zero=[True] * 6), ValueError, "a_zero[0]: expected an int in [0, 255] (UINT8), got True"),
+    # ints beyond float64's range: OverflowError ("int too large to convert to float") named nothing
+    (dict(dst_scale=10**400), ValueError, "dst_scale: expected a finite number > 0, got 1000000"),
+    (dict(a_scale=[0.1] * 5 + [10**400]), ValueError, "a_scale[5]: expected a finite number > 0, got 1000000"),
     (dict(axis=4), ValueError, "a_scale: per-axis values need axis in [-4, 4) of a's shape (2, 6, 5, 7), got axis 4"),
     (dict(axis=-5), ValueError, "a_scale: per-axis values need axis in [-4, 4) of a's shape (2, 6, 5, 7), got axis -5"),
     (dict(axis=1.0), TypeError, "axis: expected an int, got float"),
@@ -1737,3 +1740,19 @@ def test_onnxruntime_qlinear_add(qtype, shapes, qi):
     big_a, big_b = np.tile(a, 3), np.tile(b, 3)  # the lookup kernel where the output is large
     if shapes[0] == (65536,):
         assert np.array_equal(quantized_add(big_a, big_b, **q, dst_dtype=qtype), np.tile(ours, 3))
+
+
+def test_huge_ints_and_none_are_named():
+    """A Python int beyond float64's range as a per-tensor scale or an activation parameter, and None as a type,
+    name their parameter (were OverflowError without a name, and "got float64": NumPy reads None as float64)."""
+    a = np.zeros((2, 3), np.uint8)
+    with pytest.raises(ValueError, match=r"^a_scale: expected a finite number > 0, got 1000"):
+        quantized_add(a, a, a_scale=10**400)
+    with pytest.raises(ValueError, match=r"^a_scale: expected a finite number > 0, got 1000"):
+        QuantizedAdd((2, 3), "u8", 10**400, 0, (2, 3), "u8", 0.1, 0, "identity", None, "u8", 0.1, 0)
+    with pytest.raises(ValueError, match=r"^activation_params: expected a sequence of real numbers"):
+        quantized_add(a, a, activation="leaky_relu", activation_params=[10**400])
+    with pytest.raises(ValueError, match=r"^dst_dtype: expected FLOAT32, UINT8 or INT8, got None"):
+        quantized_add(a, a, dst_dtype=None)
+    with pytest.raises(ValueError, match=r"^a_type: expected FLOAT32, UINT8 or INT8, got None"):
+        QuantizedAdd((2, 3), None, 0.1, 0, (2, 3), "u8", 0.1, 0, "identity", None, "u8", 0.1, 0)

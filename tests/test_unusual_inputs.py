@@ -296,15 +296,17 @@ def test_quantized_add_nan_sum_is_a_nan_at_every_level(level, tmp_path):
 
 
 def test_quantized_add_parameters_of_unusual_types():
-    """A named tuple of per-axis scales (synet.dask keeps a copy of it), a memoryview (no plan-cache key: hashing
-    a writable one raises ValueError, which the cache took for a bug)."""
+    """A named tuple of per-axis scales (synet.dask keeps a copy of it), a memoryview (read as NumPy reads it;
+    hashing a writable one raises ValueError, which the plan cache once took for a bug)."""
     import collections
     scales = collections.namedtuple("scales", "r g b")(0.5, 1.0, 2.0)
     a = np.full(3, 8, np.uint8)
     expected = synet.quantized_add(a, a, a_scale=[0.5, 1.0, 2.0], axis=0)
     assert bits(synet.quantized_add(a, a, a_scale=scales, axis=0)) == bits(expected)
-    with pytest.raises(ValueError, match=r"^a_scale: expected a finite number > 0, got <memory"):
-        synet.quantized_add(a, a, a_scale=memoryview(bytearray(8)))
+    with pytest.raises(ValueError, match=r"^a_scale\[0\]: expected a finite number > 0, got 0"):
+        synet.quantized_add(a, a, a_scale=memoryview(bytearray(8)))   # eight uint8 zeros
+    per_axis = bytearray(np.array([0.5, 1.0, 2.0]).tobytes())
+    assert bits(synet.quantized_add(a, a, a_scale=memoryview(per_axis).cast("d"), axis=0)) == bits(expected)
     pytest.importorskip("dask.array")
     from synet import dask as synet_dask
     assert bits(synet_dask.quantized_add(a, a, a_scale=scales, axis=0).compute(scheduler="sync")) == bits(expected)
