@@ -122,10 +122,10 @@ def torch_array(value: object, name: str) -> np.ndarray | None:
 
 def mutable_array_like(value: object) -> bool:
     """Whether `value` is an object NumPy reads as an array — ``__array__``, the array interface or the buffer
-    protocol (array.array, memoryview, a ctypes array, an xarray or pandas object) — other than an ndarray, a
-    torch tensor and the immutable scalars, strings and bytes: its values may change in place while its hash,
-    if it has one, stays its identity (or, for a memoryview, its first contents). Caches key it, and contexts
-    keep it, by a copy of its values."""
+    protocol (array.array, memoryview, a ctypes array, an xarray or pandas object) — other than an ndarray and
+    the immutable scalars, strings and bytes (callers read torch tensors by torch_array first): its values may
+    change in place while its hash, if it has one, stays its identity (or, for a memoryview, its first
+    contents). Caches key it, and contexts keep it, by a copy of its values."""
     if value is None or isinstance(value, (int, float, complex, str, bytes, type, np.dtype, np.generic, np.ndarray)):
         return False
     if hasattr(value, "__array__") or hasattr(value, "__array_interface__") or hasattr(value, "__array_struct__"):
