@@ -127,7 +127,8 @@ def _check_threads(n_threads) -> None:
 # ---------------------------------------------------------------------------------------------
 # One graph key for what every chunk needs
 
-_BUILT: collections.Counter = collections.Counter()   # token -> times unpickled in this process (tests)
+_BUILT: collections.Counter = collections.Counter()   # token -> times unpickled in this process (tests), for
+_BUILT_TOKENS = 256                                     # the last _BUILT_TOKENS tokens (it grew with every call)
 _LIVE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()   # token -> the object, while in use here
 _RECENT: collections.OrderedDict = collections.OrderedDict()   # token -> the last contexts built here, kept
 _RECENT_CONTEXTS = 4
@@ -165,7 +166,9 @@ class _Shared:
                     value = _LIVE.get(self.token)
                     if value is None:
                         value = pickle.loads(self.blob)
-                        _BUILT[self.token] += 1
+                        _BUILT[self.token] = _BUILT.pop(self.token, 0) + 1   # (to the end: the most recent)
+                        if len(_BUILT) > _BUILT_TOKENS:
+                            del _BUILT[next(iter(_BUILT))]
                         _LIVE[self.token] = value
                     if self.keep:
                         _RECENT[self.token] = value

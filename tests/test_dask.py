@@ -232,6 +232,16 @@ def test_process_keeps_its_last_four_contexts():
     assert sd._BUILT[operand.token] == before + 2
 
 
+def test_the_record_of_unpickled_keys_is_bounded():
+    """The per-process count of unpickled keys (kept for the tests above) grew by one token per call for as long
+    as the process lived (~110 bytes a call: a worker's memory grew with every new set of weights)."""
+    import pickle
+    for i in range(sd._BUILT_TOKENS + 50):
+        assert sd._Shared(f"bounded-{i}", pickle.dumps(np.zeros(1)), False).value.shape == (1,)
+    assert len(sd._BUILT) <= sd._BUILT_TOKENS
+    assert sd._BUILT[f"bounded-{sd._BUILT_TOKENS + 49}"] == 1 and "bounded-0" not in sd._BUILT
+
+
 def test_numpy_operand_is_a_snapshot():
     """A NumPy operand is pickled into the graph when it is made: changing it afterwards changes nothing,
     on every scheduler alike."""
