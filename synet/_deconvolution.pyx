@@ -680,7 +680,8 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
         if w.dtype.kind not in "biuf" and w.dtype != BFLOAT16:
             raise ValueError(f"weight: expected real numbers, got dtype {w.dtype}")
         # the arguments but x's sizes, checked once for every x of this rank (a new shape plans from here)
-        call_key = None if key is None else (len(x.shape), *key[1:])
+        call_key = None if key is None else (dims, len(x.shape), *key[1:])   # (dims: the 1-D, 2-D and 3-D forms
+        # share this memo, and a 1-D call's layout "NCL" or weight rank are not a 2-D call's)
         checked = _CALLS.get(call_key) if key is not None else None
         if checked is None:
             call = planning.functional_arguments(dims, x.shape, x.dtype, w.shape, stride, padding, output_padding,
@@ -697,6 +698,10 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
         dst_dtypes = (BFLOAT16, UINT16) if call.dst_type == DataType.BFLOAT16 else (_FLOAT32,)
         if kind == "empty":
             entry = (None, None, shape, dst_dtypes)
+            if n == 0 and len(x.shape) == dims + 2:   # an empty batch: its arguments checked as a batch of one's
+                one, _, _, _, one_kind = planning.functional_geometry(call, (1, *x.shape[1:]), w.shape)
+                if one_kind == "run":   # (the weights and bias at each call, below; the plan's size now)
+                    entry = (None, (_new_geometry(_plan(1, one, 0)), act_params), shape, dst_dtypes)
         else:
             planned = _plan(n, conv, 0)
             if kind == "bias":   # the zero source and weights of a 1x1 deconvolution give act(bias)
@@ -720,6 +725,8 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
             not (cnp.PyArray_Check(bias) and overlaps(out, bias))):
         out = check_out(out, shape, dst_dtypes, _inputs(x, bias))   # raises the message
     if geometry is None:   # an empty batch or output: the right shape, no kernel
+        if prm is not None:   # (an empty batch: the weights and bias a batch of one would take, checked)
+            _new_weights(<_Geometry>prm[0], w, bias, prm[1], threads, False)
         return out if out is not None else np.empty(shape, dst_dtypes[0])
     geo = <_Geometry>geometry
     weights = _new_weights(geo, w, bias, prm, threads, False)

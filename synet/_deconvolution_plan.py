@@ -983,7 +983,7 @@ def functional_geometry(call: FunctionalCall, x_shape: tuple, w_shape: tuple) ->
     dst_c = call.dst_c
     empty_input = min(n, c_in, dst_c, *size) == 0
     if min(dst) <= 0:
-        if not empty_input:
+        if min(size) > 0:   # (an empty batch or no channels leave the output's sizes as they are: checked)
             raise ValueError(f"padding: {call.pads} leaves an output of {'x'.join(map(str, dst[3 - dims:]))}; "
                              f"expected >= {'x'.join('1' * dims)}")
         dst = tuple(max(d, 0) for d in dst)

@@ -333,6 +333,11 @@ def _round_to_bf16(x, out, rounding, n_threads, tuple out_dtypes):
     elif not (is_output(out, out_dtypes[0], out_dtypes[len(out_dtypes) - 1], n) and same_shape(out, array) and
               (not overlaps(out, array) or in_place(out, array))):
         out = check_out(out, array.shape, out_dtypes, {"x": array})   # (overlapping: raises)
+    if not (cnp.PyArray_ISALIGNED(<cnp.ndarray>array) and cnp.PyArray_ISALIGNED(<cnp.ndarray>out)):
+        # the kernels read and write whole elements: an array off its element size (np.frombuffer at an odd
+        # offset) goes through aligned copies, as NumPy's own loops do
+        out[...] = _round_to_bf16(np.array(array), None, rounding, n_threads, (out.dtype,))
+        return out
     cdef int itemsize = cnp.PyArray_ITEMSIZE(<cnp.ndarray>out)
     cdef char* dst = <char*>cnp.PyArray_DATA(<cnp.ndarray>out)
     cdef const void* src = cnp.PyArray_DATA(<cnp.ndarray>array)
@@ -411,6 +416,9 @@ def bfloat16_to_float32(x, *, out=None, n_threads=None):
         out = new_array(_FLOAT32, cnp.PyArray_NDIM(<cnp.ndarray>array), cnp.PyArray_DIMS(<cnp.ndarray>array))
     elif not (is_output(out, _FLOAT32, _FLOAT32, n) and same_shape(out, array) and not overlaps(out, array)):
         out = check_out(out, array.shape, (_FLOAT32,), {"x": array})   # (overlapping: raises)
+    if not (cnp.PyArray_ISALIGNED(<cnp.ndarray>array) and cnp.PyArray_ISALIGNED(<cnp.ndarray>out)):
+        out[...] = bfloat16_to_float32(np.array(array), n_threads=n_threads)   # (aligned copies, as above)
+        return out
     cdef const uint16_t* src = <const uint16_t*>cnp.PyArray_DATA(array)
     cdef uint32_t* dst = <uint32_t*>cnp.PyArray_DATA(out)
     if n < NOGIL_MIN:

@@ -410,8 +410,9 @@ def _conv_nd(name: str, rank: int):
         if "activation_params" in options:
             options["activation_params"] = from_torch(options["activation_params"], "activation_params")
         x, unbatched = _prepare_x(x, rank)
-        kwargs = dict(stride=stride, padding=padding, output_padding=output_padding, groups=groups,
-                      dilation=dilation, **options)
+        kwargs = {key: _quantized_add._kept(value) for key, value in   # (copies: the graph is a snapshot)
+                  dict(stride=stride, padding=padding, output_padding=output_padding, groups=groups,
+                       dilation=dilation, **options).items()}
         if x.ndim != rank:   # the form's own message for a wrong rank (on a stand-in of x's shape, no memory)
             shape = tuple(0 if math.isnan(n) else int(n) for n in x.shape)
             function(np.broadcast_to(np.zeros((), _operand(np.zeros(0, x.dtype)).dtype), shape), weight, bias,

@@ -232,6 +232,29 @@ def test_process_keeps_its_last_four_contexts():
     assert sd._BUILT[operand.token] == before + 2
 
 
+def test_1d_and_3d_graphs_are_snapshots_checked_when_made():
+    """The 1-D and 3-D forms kept the caller's lists and arrays in the graph (a PRELU slope array or a stride list
+    changed after the graph was made changed the result, and its shape from the graph's), and raised a wrong
+    bias, a bool weight or padding that leaves no output only at compute time."""
+    xn = np.random.default_rng(0).standard_normal((4, 2, 3)).astype(np.float32)
+    x = da.from_array(xn, chunks=(2, -1, -1))
+    w = np.ones((2, 2, 2), np.float32)
+    slopes, stride = np.array([0.5, 0.25], np.float32), [2]
+    y = sd.conv_transpose1d(x, w, stride=stride, activation="prelu", activation_params=slopes)
+    expected = synet.conv_transpose1d(xn, w, stride=2, activation="prelu", activation_params=slopes)
+    slopes[:] = [-7.0, 9.0]
+    stride[0] = 3
+    assert same_bits(y.compute(scheduler="sync"), expected) and y.shape == expected.shape
+    x3 = da.from_array(np.ones((4, 1, 2, 2, 2), np.float32), chunks=(2, -1, -1, -1, -1))
+    w3 = np.ones((1, 1, 3, 3, 3), np.float32)
+    with pytest.raises(ValueError, match=r"bias: expected 1 elements \(dstC\), got 2"):
+        sd.conv_transpose3d(x3, w3, np.ones(2, np.float32))
+    with pytest.raises(ValueError, match="weight: expected real numbers, got dtype bool"):
+        sd.conv_transpose1d(x, w.astype(bool))
+    with pytest.raises(ValueError, match="padding: .* leaves an output of"):
+        sd.conv_transpose3d(x3, w3, padding=(0, 0, 3))
+
+
 def test_the_record_of_unpickled_keys_is_bounded():
     """The per-process count of unpickled keys (kept for the tests above) grew by one token per call for as long
     as the process lived (~110 bytes a call: a worker's memory grew with every new set of weights)."""

@@ -605,3 +605,44 @@ def test_3d_context_messages_name_its_class():
     restore, (version, key, data) = deconv.__reduce__()
     with pytest.raises(TypeError, match=r"^Deconvolution3d16b pickle: weight: expected a float32"):
         restore(version, key, (data[0].astype(np.float64), None, None))
+
+
+def test_each_rank_checks_its_own_arguments():
+    """The memo of checked arguments was shared by the 1-D, 2-D and 3-D forms and keyed without the rank: after
+    conv_transpose1d(layout="NCL"), conv_transpose2d(layout="NCL") on the same shapes returned a 1-D result."""
+    x1, w1 = np.ones((1, 1, 5), np.float32), np.ones((1, 1, 3), np.float32)
+    x2, w2 = np.ones((1, 1, 3, 3), np.float32), np.ones((1, 1, 2, 2), np.float32)
+    for first, second, message in (
+            (lambda: synet.conv_transpose1d(x1, w1, layout="NCL"),
+             lambda: synet.conv_transpose2d(x1, w1, layout="NCL"), "layout: expected 'NCHW' or 'NHWC'"),
+            (lambda: synet.conv_transpose2d(x2, w2), lambda: synet.conv_transpose1d(x2, w2, layout="NCHW"),
+             "layout: expected 'NCL' or 'NLC'"),
+            (lambda: synet.conv_transpose2d(x2, w2), lambda: synet.conv_transpose3d(x2, w2, layout="NCHW"),
+             "layout: expected 'NCDHW' or 'NDHWC'")):
+        synet.clear_plan_cache()
+        first()
+        with pytest.raises(ValueError, match=message):
+            second()
+
+
+@pytest.mark.parametrize("form, x_shape, w_shape", [
+    (synet.conv_transpose1d, (0, 1, 4), (1, 1, 3)), (synet.conv_transpose2d, (0, 1, 4, 4), (1, 1, 3, 3)),
+    (synet.conv_transpose3d, (0, 1, 2, 2, 2), (1, 1, 3, 3, 3))])
+def test_an_empty_batch_is_checked_as_a_batch_of_one(form, x_shape, w_shape):
+    """With N = 0 a bias of the wrong size or type, a bool weight, padding that leaves no output and an absurd plan
+    were accepted (an empty result; torch raises); synet.dask checks its arguments on an empty batch, so its 1-D
+    and 3-D forms raised those only at compute time."""
+    x, w = np.ones(x_shape, np.float32), np.ones(w_shape, np.float32)
+    dims = len(x_shape) - 2
+    assert form(x, w, np.ones(1, np.float32)).shape == (0, 1, *(s + 2 for s in x_shape[2:]))
+    for _ in range(2):   # the first call plans, the second finds the plan
+        with pytest.raises(ValueError, match=r"bias: expected 1 elements \(dstC\), got 7"):
+            form(x, w, np.ones(7, np.float32))
+        with pytest.raises(ValueError, match="bias: expected real numbers"):
+            form(x, w, np.ones(1, np.complex64))
+        with pytest.raises(ValueError, match="weight: expected real numbers, got dtype bool"):
+            form(x, w.astype(bool))
+    with pytest.raises(ValueError, match="padding: .* leaves an output of"):
+        form(x, w, padding=9)
+    with pytest.raises(ValueError, match="conv: the (geometry needs|dst tensor of)"):
+        form(x, w, stride=(2**30,) * dims)

@@ -260,8 +260,9 @@ def test_right_results_random_geometry(case):
     full = [s * (i - 1) + d * (k - 1) + 1 + o for i, k, s, d, o in zip(case["size"], case["kernel"], case["stride"],
                                                                       case["dilation"], case["extra"])]
     dst = [f - b - e for f, b, e in zip(full, begin, end)]
-    empty_input = min(case["n"], case["c_in"], case["c_out"], *case["size"]) == 0
-    if min(dst) <= 0 and not empty_input:
+    # padding that leaves no output is an error whatever the batch and channel counts (as in torch; an empty
+    # batch or channel count once excused it); only an empty input length leaves the output's length at 0
+    if min(dst) <= 0 and min(case["size"]) > 0:
         event("no output: ValueError")
         assert isinstance(result, ValueError) and str(result).startswith("padding"), result
         return
@@ -293,7 +294,7 @@ def test_right_results_random_geometry(case):
         assert again is out, again
     assert np.array_equal(out.view(np.uint8), result.view(np.uint8))
     assert intact(guard)
-    if not got.size or empty_input:
+    if not got.size or min(case["n"], case["c_in"], case["c_out"], *case["size"]) == 0:   # (an empty input)
         return
     if dims == 1:   # 1-D is the 2-D kernel with H = 1
         two = synet.conv_transpose2d(xs[..., None, :, :] if nhwc else xs[..., None, :],
