@@ -698,10 +698,10 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
         dst_dtypes = (BFLOAT16, UINT16) if call.dst_type == DataType.BFLOAT16 else (_FLOAT32,)
         if kind == "empty":
             entry = (None, None, shape, dst_dtypes)
-            if n == 0 and len(x.shape) == dims + 2:   # an empty batch: its arguments checked as a batch of one's
+            if n == 0 and len(x.shape) == dims + 2:   # an empty batch: the geometry of a batch of one, so that its
                 one, _, _, _, one_kind = planning.functional_geometry(call, (1, *x.shape[1:]), w.shape)
-                if one_kind == "run":   # (the weights and bias at each call, below; the plan's size now)
-                    entry = (None, (_new_geometry(_plan(1, one, 0)), act_params), shape, dst_dtypes)
+                if one_kind == "run":   # arguments are checked as that batch's (the plan's size now, the weights
+                    entry = (_new_geometry(_plan(1, one, 0)), act_params, shape, dst_dtypes)   # at each call)
         else:
             planned = _plan(n, conv, 0)
             if kind == "bias":   # the zero source and weights of a 1x1 deconvolution give act(bias)
@@ -724,12 +724,12 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
             out.shape == shape and not overlaps(out, x) and
             not (cnp.PyArray_Check(bias) and overlaps(out, bias))):
         out = check_out(out, shape, dst_dtypes, _inputs(x, bias))   # raises the message
-    if geometry is None:   # an empty batch or output: the right shape, no kernel
-        if prm is not None:   # (an empty batch: the weights and bias a batch of one would take, checked)
-            _new_weights(<_Geometry>prm[0], w, bias, prm[1], threads, False)
+    if geometry is None:   # an empty output: the right shape, no kernel
         return out if out is not None else np.empty(shape, dst_dtypes[0])
     geo = <_Geometry>geometry
     weights = _new_weights(geo, w, bias, prm, threads, False)
+    if cnp.PyArray_SIZE(<cnp.ndarray>x) == 0:   # an empty batch: its weights and bias checked, nothing to compute
+        return out if out is not None else np.empty(shape, dst_dtypes[0])
     result = _run(geo, weights, np.ascontiguousarray(x), None,
                   out if out is not None else new_like(geo.dst_dtype, shape), threads, cache.name)
     return result

@@ -102,8 +102,8 @@ cdef _GatherState _new_state(geometry, offsets=None, Py_ssize_t period=0, tuple 
     cdef _GatherState st = _GatherState.__new__(_GatherState)
     st.geometry = geometry
     st.dtype = geometry.dtype
-    st.alt_dtype = UINT16 if geometry.dtype == BFLOAT16 else None
-    st.dtypes = (BFLOAT16, UINT16) if st.alt_dtype is not None else (geometry.dtype,)
+    st.alt_dtype = _raw_bits_of(geometry.dtype)
+    st.dtypes = _dtypes_with_bits(geometry.dtype)
     st.index_dtype = geometry.index_dtype
     st.src_size, st.idx_size = geometry.src_size, geometry.idx_size
     st.plan.outer, st.plan.src_count = geometry.outer_size, geometry.src_count
@@ -393,9 +393,14 @@ cdef int _broadcast_axes(indices, int ax) noexcept:
     return d
 
 
-cdef inline tuple _out_dtypes(data):
-    """The dtypes gather_elements writes into: data's, and uint16 raw bits for bfloat16 data."""
-    return (BFLOAT16, UINT16) if (<cnp.ndarray>data).dtype is BFLOAT16 else ((<cnp.ndarray>data).dtype,)
+cdef inline object _raw_bits_of(dtype):
+    """uint16 for bfloat16 elements (their raw bits are taken as they are), else None."""
+    return UINT16 if dtype is BFLOAT16 else None
+
+
+cdef inline tuple _dtypes_with_bits(dtype):
+    """The dtypes an array of `dtype` elements may be given as: itself, and uint16 raw bits for bfloat16."""
+    return (BFLOAT16, UINT16) if dtype is BFLOAT16 else (dtype,)
 
 
 cdef object _out_of_range(where, value, int axis, Py_ssize_t src_count):
@@ -458,7 +463,7 @@ cdef object _gather_rows(data, indices, axis, out, int threads):
     if out is None:
         out = new_array(data.dtype, nd, cnp.PyArray_DIMS(<cnp.ndarray>indices))
     else:
-        out = check_out(out, indices.shape, _out_dtypes(data), {"data": src, "indices": indices})
+        out = check_out(out, indices.shape, _dtypes_with_bits(data.dtype), {"data": src, "indices": indices})
     cdef Py_ssize_t n_rows = rows.size, idx_count = indices.shape[ax]
     cdef Py_ssize_t row_bytes = cnp.PyArray_NBYTES(<cnp.ndarray>out) // max(n_rows, 1)
     cdef int n_threads = threads if cnp.PyArray_SIZE(<cnp.ndarray>out) >= PARALLEL_MIN else 1
@@ -536,12 +541,12 @@ def gather_elements(data, indices, axis=0, *, out=None, n_threads=None):
             for d in range(broadcast, ax):
                 period *= cnp.PyArray_DIMS(<cnp.ndarray>indices)[d]
     cdef cnp.npy_intp* shape = cnp.PyArray_DIMS(<cnp.ndarray>indices)
+    cdef object dtype = (<cnp.ndarray>data).dtype
     if out is None:
-        out = new_array((<cnp.ndarray>data).dtype, cnp.PyArray_NDIM(<cnp.ndarray>indices), shape)
-    elif not (is_output(out, (<cnp.ndarray>data).dtype, UINT16 if (<cnp.ndarray>data).dtype is BFLOAT16 else None,
-                        cnp.PyArray_SIZE(<cnp.ndarray>indices))
+        out = new_array(dtype, cnp.PyArray_NDIM(<cnp.ndarray>indices), shape)
+    elif not (is_output(out, dtype, _raw_bits_of(dtype), cnp.PyArray_SIZE(<cnp.ndarray>indices))
               and same_shape(out, indices) and not overlaps(out, src) and not overlaps(out, idx)):
-        out = check_out(out, indices.shape, _out_dtypes(data), {"data": src, "indices": idx})   # raises the message
+        out = check_out(out, indices.shape, _dtypes_with_bits(dtype), {"data": src, "indices": idx})   # raises
     if cnp.PyArray_SIZE(<cnp.ndarray>out) == 0:
         return out
     src_count = cnp.PyArray_DIMS(<cnp.ndarray>data)[ax]
