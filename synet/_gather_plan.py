@@ -105,36 +105,53 @@ def first_bad(idx: np.ndarray, src_count: int) -> tuple[int, int]:
     return position, int(flat[position])
 
 
-def index_error(idx: np.ndarray, src_count: int) -> IndexError:
+def index_error(idx: np.ndarray, src_count: int, start: int = 0) -> IndexError:
+    """The IndexError for the first bad index of `idx`, the part of a flat index from position `start`."""
     position, value = first_bad(idx, src_count)
     bounds = f"[-{src_count}, {src_count})" if src_count else "(the axis has size 0)"
-    return IndexError(f"idx: index {value} at flat position {position} is out of range {bounds}")
+    return IndexError(f"idx: index {value} at flat position {start + position} is out of range {bounds}")
+
+
+ANALYSE_CHUNK = 1 << 20   # index elements analyse_index converts (and compares) at a time
 
 
 def analyse_index(geo: GatherGeometry, idx: np.ndarray) -> tuple[np.ndarray, int]:
     """(offsets, period) of a constant index: negatives normalised, src offsets c * inner + i precomputed
     (int32 when they fit), only the trailing outer slices over which the index differs kept.
 
+    Works through the index in chunks of ANALYSE_CHUNK elements: beside the offsets it keeps, it needs a
+    chunk's temporaries, not copies of the whole index (whole-array NumPy took 3-7x the index's bytes).
     Raises IndexError for the first index outside [-src_count, src_count).
     """
-    flat = idx.reshape(-1).astype(np.int64)
-    if flat.size and ((flat < -geo.src_count) | (flat >= geo.src_count)).any():
-        raise index_error(flat, geo.src_count)
-    flat = np.where(flat < 0, flat + geo.src_count, flat)
+    flat = idx.reshape(-1)
+    count, inner = geo.src_count, max(geo.inner, 1)
+    offsets = np.empty(flat.size, np.int32 if count * geo.inner <= INT32_MAX else np.int64)
+    lanes = np.arange(inner, dtype=np.int64)
+    chunk = max(ANALYSE_CHUNK // inner, 1) * inner   # whole rows of `inner`: lane i of each at column i
+    for start in range(0, flat.size, chunk):
+        part = flat[start:start + chunk].astype(np.int64)
+        if ((part < -count) | (part >= count)).any():
+            raise index_error(part, count, start)
+        np.add(part, count, out=part, where=part < 0)
+        part *= inner
+        rows = part.reshape(-1, inner)
+        rows += lanes
+        offsets[start:start + part.size] = part
     row = geo.idx_count * geo.inner
     period = geo.outer_size
     for split in range(len(geo.outer), 0, -1):  # the most repeated first
-        # outer slices b and b + period hold the same index when the first `split` dims repeat
+        # outer slices b and b + period hold the same index when the first `split` dims repeat: every
+        # offset equals the one a slice before it
         repeat = math.prod(geo.outer[:split])
         if repeat > 0 and row > 0:
-            slices = flat.reshape(repeat, -1)
-            if (slices == slices[:1]).all():
+            size = offsets.size // repeat
+            ends = [(start, min(start + chunk, offsets.size)) for start in range(size, offsets.size, chunk)]
+            if all(np.array_equal(offsets[start:end], offsets[start - size:end - size]) for start, end in ends):
                 period = geo.outer_size // repeat
                 break
-    rows = flat[: max(period, 1) * row].reshape(-1, geo.inner if geo.inner else 1)
-    offsets = rows * geo.inner + np.arange(geo.inner, dtype=np.int64)
-    fits32 = geo.src_count * geo.inner <= INT32_MAX
-    return np.ascontiguousarray(offsets.reshape(-1), np.int32 if fits32 else np.int64), max(period, 1)
+    period = max(period, 1)
+    kept = offsets[: period * row]
+    return (kept.copy() if kept.size < offsets.size else offsets), period
 
 
 def index_of_offsets(offsets: np.ndarray, geo: GatherGeometry, period: int) -> np.ndarray:
