@@ -225,9 +225,14 @@ def functional_geometry(data: np.ndarray, indices: np.ndarray, axis: object) -> 
     if not -data.ndim <= axis < data.ndim:
         raise ValueError(f"axis: expected an int in [-{data.ndim}, {data.ndim}), got {axis}")
     axis = int(axis) % data.ndim
-    for dim, (n_idx, n_data) in enumerate(zip(indices.shape, data.shape)):
+    return axis, sub_block(data.shape, indices.shape, axis)
+
+
+def sub_block(data_shape: tuple, indices_shape: tuple, axis: int) -> tuple:
+    """The slices of data a gather along (normalised) `axis` reads: indices' sizes off the axis, all of it along
+    it; ValueError where indices are larger than data off the axis."""
+    for dim, (n_idx, n_data) in enumerate(zip(indices_shape, data_shape)):
         if dim != axis and n_idx > n_data:
             raise ValueError(f"indices: size {n_idx} of dimension {dim} exceeds data's {n_data} "
                              f"(only axis {axis} may differ)")
-    block = tuple(slice(0, n) if dim != axis else slice(None) for dim, n in enumerate(indices.shape))
-    return axis, block
+    return tuple(slice(0, n) if dim != axis else slice(None) for dim, n in enumerate(indices_shape))

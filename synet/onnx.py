@@ -50,6 +50,8 @@ import ml_dtypes
 
 import synet
 from synet._arrays import as_array, native
+from synet._gather_plan import sub_block
+from synet._kernels import resolve_num_threads
 from synet._quantized_add_plan import broadcast_shapes
 
 __all__ = [
@@ -102,7 +104,7 @@ def _attr_ints(name: str, value: Any, length: int | tuple[int, ...], what: str) 
 
 
 def _auto_pad(value: Any) -> str:
-    if value is None:
+    if value is None or isinstance(value, (str, bytes)) and not value:   # "": NOTSET, as onnxruntime reads it
         return "NOTSET"
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
@@ -413,13 +415,14 @@ def conv_transpose(X: Any, W: Any, B: Any = None, *, auto_pad: Any = "NOTSET", d
             raise ValueError(f"B: expected X's dtype {x.dtype} (ConvTranspose's one type T), got {b.dtype}")
         if b.shape != geometry.output_shape[1:2]:
             raise ValueError(f"B: expected shape ({geometry.output_shape[1]},) (Y's channels M), got {b.shape}")
-    if geometry.output_shape[1] == 0:   # M = 0: an empty Y, as onnxruntime gives (synet's kernels need M >= 1)
-        return np.zeros(geometry.output_shape, x.dtype)
     function = getattr(synet, geometry.synet_function, None)
     if function is None:
         raise NotImplementedError(f"ConvTranspose with {geometry.spatial_rank} spatial axes needs "
                                   f"synet.{geometry.synet_function}, which this synet ({synet.__version__}) "
                                   f"does not have")
+    if geometry.output_shape[1] == 0:   # M = 0: an empty Y, as onnxruntime gives (synet's kernels need M >= 1)
+        resolve_num_threads(n_threads)
+        return np.zeros(geometry.output_shape, x.dtype)
     dtype = x.dtype
     if dtype == np.float64:
         x = synet.round_to_bfloat16(x)
@@ -434,7 +437,8 @@ def conv_transpose(X: Any, W: Any, B: Any = None, *, auto_pad: Any = "NOTSET", d
     if y.shape != geometry.output_shape:  # a contract between this module and synet, not a user error
         raise synet.InternalError(f"synet.{geometry.synet_function} returned shape {y.shape}, expected "
                                   f"{geometry.output_shape}")
-    return y if y.dtype == dtype else y.astype(dtype)
+    with np.errstate(over="ignore"):   # a float16 Y beyond its range is inf, as onnxruntime gives, no warning
+        return y if y.dtype == dtype else y.astype(dtype)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -444,17 +448,13 @@ def conv_transpose(X: Any, W: Any, B: Any = None, *, auto_pad: Any = "NOTSET", d
 def _gather_numpy(data: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
     """GatherElements for the dtypes synet's kernel does not copy (strings, objects, 16-byte types)."""
     size = data.shape[axis]
-    for d, (i, s) in enumerate(zip(indices.shape, data.shape)):
-        if d != axis and i > s:
-            raise ValueError(f"indices: expected sizes <= data's {data.shape} off axis {axis}, "
-                             f"got shape {indices.shape}")
+    block = data[sub_block(data.shape, indices.shape, axis)]
     normal = np.where(indices < 0, indices + size, indices)
     bad = (normal < 0) | (normal >= size)
     if bad.any():
         position = tuple(int(p) for p in np.argwhere(bad)[0])
         raise IndexError(f"indices{list(position)} = {int(indices[position])} is out of range for axis {axis} "
                          f"with size {size}")
-    block = data[tuple(slice(None) if d == axis else slice(0, i) for d, i in enumerate(indices.shape))]
     return np.take_along_axis(block, normal.astype(np.intp), axis)
 
 
@@ -504,6 +504,7 @@ def gather_elements(data: Any, indices: Any, axis: Any = 0, *, n_threads: int | 
     axis = int(axis)
     if data.dtype.itemsize in (1, 2, 4, 8) and data.dtype.kind in "biufc" or data.dtype == _BFLOAT16:
         return synet.gather_elements(data, indices, axis, n_threads=n_threads)
+    resolve_num_threads(n_threads)   # (checked as synet checks it, though NumPy gathers these)
     return _gather_numpy(data, indices, axis % data.ndim)
 
 

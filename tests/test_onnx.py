@@ -780,6 +780,40 @@ def test_gather_elements_errors(dtype):
         sonnx.gather_elements(data, np.zeros((1, 1), np.int16), 0)
     with pytest.raises(ValueError, match="rank"):
         sonnx.gather_elements(data, np.zeros(1, np.int64), 0)
+    # the same messages whether synet's kernel or NumPy gathers (object data)
+    with pytest.raises(ValueError, match=r"^indices: size 5 of dimension 1 exceeds data's 4 \(only axis 0 may"):
+        sonnx.gather_elements(data, np.zeros((1, 5), np.int64), 0)
+    for n_threads, error in ((0, ValueError), ("2", TypeError), (10**6, ValueError)):
+        with pytest.raises(error, match="n_threads"):
+            sonnx.gather_elements(data, np.zeros((1, 1), np.int64), 0, n_threads=n_threads)
+
+
+@pytest.mark.parametrize("m", [0, 1])
+def test_conv_transpose_checks_n_threads_for_every_output(m):
+    """An empty Y (M = 0) checks n_threads as a full one does."""
+    x, w = np.ones((1, 1, 3), np.float32), np.ones((1, m, 2), np.float32)
+    for n_threads, error in ((0, ValueError), ("x", TypeError)):
+        with pytest.raises(error, match="n_threads"):
+            sonnx.conv_transpose(x, w, n_threads=n_threads)
+    assert sonnx.conv_transpose(x, w, n_threads=1).shape == (1, m, 4)
+
+
+def test_conv_transpose_float16_overflow_is_inf_without_warning():
+    """A float16 Y beyond float16's range is inf, as onnxruntime gives it, with no RuntimeWarning (test suites
+    run with warnings as errors)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = sonnx.conv_transpose(np.full((1, 2, 1, 1), 60000, np.float16), np.ones((2, 1, 1, 1), np.float16))
+    assert y.dtype == np.float16 and np.isposinf(y).all()
+
+
+def test_conv_transpose_empty_auto_pad_is_notset():
+    """auto_pad "" (as some exporters write it): NOTSET, as onnxruntime reads it."""
+    x, w = np.ones((1, 1, 3, 3), np.float32), np.ones((1, 1, 2, 2), np.float32)
+    for empty in ("", b""):
+        np.testing.assert_array_equal(sonnx.conv_transpose(x, w, auto_pad=empty, strides=[2, 2]),
+                                      sonnx.conv_transpose(x, w, strides=[2, 2]))
+    assert sonnx.conv_transpose_geometry(x.shape, w.shape, auto_pad="", strides=[2, 2]).output_shape == (1, 1, 6, 6)
 
 
 def test_gather_elements_long_axis_through_evaluator():
