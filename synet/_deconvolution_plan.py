@@ -75,6 +75,15 @@ PLANAR_MAX_IN_PAIRED = {8: {1: 32, 2: 16, 3: 8, 4: 8, **dict.fromkeys(range(5, 9
                         32: {**dict.fromkeys(range(5, 9), 16), **dict.fromkeys(range(9, 17), 8)},
                         64: {**dict.fromkeys(range(5, 9), 32), **dict.fromkeys(range(9, 13), 16),
                              **dict.fromkeys(range(13, 17), 8)}}
+# Channels last, 5-8 output channels a group (two blocks, each storing its outputs dst_c apart): the planar kernel
+# up to this many input channels a group (and PLANAR_MAX_IN's), where the GEMM sums 1-2 channel pairs a tap. AMD
+# Zen 1 (AVX2), 1 thread, planar against the GEMM, rows of 16-256 columns, k3 s1 / k4 s2 / k2 s2: 1..4 -> 5..8
+# 1.6-7.4x faster (1 -> 5, 4 -> 8 on 128 x 128: 5.8x, 2.1x); Zen 4 (AVX-512), 4 -> 8 1.0-1.14x. More input
+# channels: 16 -> 8 0.96x, 8 -> 16 1.45x, 2 -> 16 0.75-1.45x, 2 -> 32 0.33-1.0x by shape (the GEMM's vectors fill).
+PLANAR_NHWC_MAX_IN = 4
+# ... and 9 to this many output channels of one input channel, stride 1 along x, rows of >= 32 columns (Zen 1:
+# 1 -> 9, 12, 16 k3 s1 1.5-3.7x; rows of 16 0.67x; stride 2, 1 -> 16: 0.55-1.3x)
+PLANAR_NHWC_WIDE = 16
 # ... but for more output channels than one block (PLANAR_OUT_MAX), only on images of at least this many
 # outputs a channel (8 -> 8 on 4 x 4 inputs: planar 4.1 us, the GEMM 3.7; 6 x 4 the same; 4 x 8 4.0 / 4.3)
 PAIRED_BLOCKS_MIN = 96
@@ -568,7 +577,7 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
     # (several blocks of output channels on a small image: the GEMM, PAIRED_BLOCKS_MIN)
     paired = (kernel[2] == stride[2] == 2 and dilation[2] == 1 and
               (cg_out <= PLANAR_OUT_MAX or math.prod(dst) >= PAIRED_BLOCKS_MIN))
-    planar = depthwise or (stride[2] <= 2 and cg_in <= planar_max_in(cg_out, dst[2], nhwc, paired))
+    planar = depthwise or (stride[2] <= 2 and cg_in <= planar_max_in(cg_out, dst[2], nhwc, paired, stride[2] == 1))
     amx = (not (compat & BF16_SOFT) and micro_amx and cg_in >= 16 and not planar and bool(amx_permission()))
     # (the geometry's fields but src and dst: dims, src_c, dst_c, kernel, ...)
     family = plan_family((geo[0], geo[1], geo[3], *geo[5:]), compat, bool(micro_bf16), fp32_strip, planar, amx,
@@ -772,12 +781,15 @@ def channels_last_kernel(nhwc: object, cg_in: int, cg_out: int) -> bool:
     return bool(nhwc) and cg_in == cg_out == 1
 
 
-def planar_max_in(cg_out: int, width: int, nhwc: object, paired: bool = False) -> int:
+def planar_max_in(cg_out: int, width: int, nhwc: object, paired: bool = False, unit_stride: bool = False) -> int:
     """The most input channels a group a planar plan of cg_out output channels a group and output rows of
-    `width` columns may have (0: none); channels last, one block of output channels at most. `paired`: kernel
-    2, stride 2 along x (channels first: PLANAR_MAX_IN_PAIRED too)."""
+    `width` columns may have (0: none); channels last, more than one block of output channels only with few
+    input channels (PLANAR_NHWC_MAX_IN, PLANAR_NHWC_WIDE). `paired`: kernel 2, stride 2 along x (channels first:
+    PLANAR_MAX_IN_PAIRED too); `unit_stride`: stride 1 along x."""
     if nhwc and cg_out > PLANAR_OUT_MAX:
-        return 0
+        if cg_out > 2 * PLANAR_OUT_MAX:
+            return int(cg_out <= PLANAR_NHWC_WIDE and unit_stride and width >= 32)
+        return min(PLANAR_NHWC_MAX_IN, planar_max_in(cg_out, width, False))
     most = 0
     for table in (PLANAR_MAX_IN, PLANAR_MAX_IN_PAIRED) if paired and not nhwc else (PLANAR_MAX_IN,):
         for least, limits in table.items():   # (a loop: a generator costs ~1 us a plan compiled)

@@ -162,20 +162,44 @@ def test_planar_plans_match_reference(dims, data):
     (8, 2, 1, 8, True, True), (9, 2, 1, 8, False, False), (4, 4, 1, 8, True, True), (5, 4, 1, 8, False, False),
     (2, 1, 1, 7, False, False), (512, 4, 1, 32, True, True),
     (513, 4, 1, 32, False, False),
-    # 5-32 output channels a group: channels first only
+    # 5-32 output channels a group: channels first; channels last 5-8 of at most PLANAR_NHWC_MAX_IN input channels
     (16, 8, 1, 32, True, False), (17, 8, 1, 32, False, False), (32, 16, 2, 32, True, False),
     (8, 12, 1, 32, True, False), (9, 12, 1, 32, False, False), (4, 32, 1, 32, True, False),
     (4, 33, 1, 32, False, False), (8, 8, 1, 16, True, False), (9, 8, 1, 16, False, False),
-    (4, 16, 1, 16, True, False), (4, 17, 1, 16, False, False), (2, 6, 1, 8, True, False), (3, 6, 1, 8, False, False)])
+    (4, 16, 1, 16, True, False), (4, 17, 1, 16, False, False), (2, 6, 1, 8, True, True), (3, 6, 1, 8, False, False),
+    (4, 8, 1, 32, True, True), (5, 8, 1, 32, True, False), (8, 16, 2, 32, True, True), (1, 12, 1, 32, True, False)])
 def test_planar_kernel_chosen_for_few_output_channels(c_in, c_out, groups, width, planar, planar_nhwc):
     """Few output channels a group and at most PLANAR_MAX_IN input channels a group for them and their rows (k4
     s2 p1: 2 x width output columns): the planar kernel ("Planar fp32"; a depthwise plan is its one-channel
-    case, at every width), else the GEMM; channels last only up to PLANAR_OUT_MAX output channels a group."""
+    case, at every width), else the GEMM; channels last, more than PLANAR_OUT_MAX output channels a group only
+    up to 8 of them and PLANAR_NHWC_MAX_IN input channels (at stride 2)."""
     for layout, chosen in (("NCHW", planar), ("NHWC", planar_nhwc)):
         expected = ("Depthwise" if c_in == c_out == groups else "Planar") if chosen else "PhaseGemm"
         conv = synet.ConvParams.deconvolution(c_in, 4, width, c_out, 4, 2, pad=1, group=groups, format=layout)
         info = synet.Deconvolution16b(1, conv).info()
         assert info.startswith(expected), (layout, info)
+
+
+@pytest.mark.parametrize("c_in, c_out, width, stride, planar_nhwc", [
+    (1, 9, 32, 1, True), (1, 16, 32, 1, True), (1, 16, 31, 1, False), (1, 17, 32, 1, False), (2, 9, 32, 1, False),
+    (1, 9, 32, 2, False), (4, 8, 16, 1, False), (4, 8, 32, 1, True), (5, 8, 32, 1, False)])
+def test_planar_kernel_chosen_channels_last(c_in, c_out, width, stride, planar_nhwc):
+    """Channels last, 5-8 output channels of at most PLANAR_NHWC_MAX_IN input channels (and PLANAR_MAX_IN's for
+    the rows), or 9-PLANAR_NHWC_WIDE of one input channel at stride 1 on rows of >= 32 columns: the planar kernel
+    (the GEMM's sums there are 1-2 channel pairs a tap), with the bits of the channels-first planar plan."""
+    conv = synet.ConvParams.deconvolution(c_in, 4, width, c_out, 3, stride, pad=1, format="NHWC")
+    info = synet.Deconvolution16b(1, conv).info()
+    assert info.startswith("Planar" if planar_nhwc else "PhaseGemm"), info
+    if planar_nhwc:
+        rng = np.random.default_rng(c_out)
+        x = rng.standard_normal((2, c_in, 4, width)).astype(np.float32)
+        w = rng.standard_normal((c_in, c_out, 3, 3)).astype(np.float32)
+        bias = rng.standard_normal(c_out).astype(np.float32)
+        first = synet.conv_transpose2d(x, w, bias, stride, 1, activation="relu")
+        last = synet.conv_transpose2d(np.ascontiguousarray(x.transpose(0, 2, 3, 1)),
+                                      np.ascontiguousarray(w.transpose(0, 2, 3, 1)), bias, stride, 1,
+                                      layout="NHWC", activation="relu")
+        np.testing.assert_array_equal(last.transpose(0, 3, 1, 2), first)
 
 
 @pytest.mark.parametrize("c_in, c_out, height, width, dilation, planar, planar_nhwc", [
