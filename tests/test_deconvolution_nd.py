@@ -270,7 +270,10 @@ def test_planar_one_channel_pair_matches_two_channels(c_in, height, width, pad, 
                                                         ("prelu", np.float32, np.float32), ("gelu", BF16, np.float32)])
 @pytest.mark.parametrize("c_in, c_out, groups, height, width, kernel, stride, pad", [
     (24, 3, 1, 13, 37, 4, 2, 1), (8, 1, 1, 20, 70, 4, 2, 1), (34, 4, 2, 7, 33, 3, 1, 1), (16, 2, 1, 5, 40, 2, 2, 0),
-    (19, 3, 1, 3, 600, 4, 2, 1)])
+    (19, 3, 1, 3, 600, 4, 2, 1),
+    # more output channels than a block (PLANAR_OUT_MAX), few input channels: channels last since 2026-12-05
+    (4, 8, 1, 13, 37, 4, 2, 1), (8, 16, 2, 7, 33, 3, 1, 1), (1, 9, 1, 5, 40, 3, 1, 1), (6, 15, 3, 4, 50, 2, 2, 0),
+    (2, 7, 1, 3, 600, 4, 2, 1), (1, 16, 1, 6, 35, 3, 1, 0)])
 def test_planar_channels_last_is_channels_first(c_in, c_out, groups, height, width, kernel, stride, pad, act,
                                                 out_dtype, src_dtype):
     """A channels-last planar plan (its source transposed into planes, its outputs stored through the row buffer
