@@ -130,7 +130,8 @@ def probe(seed: int = 0) -> dict[str, np.ndarray]:
                 (24, 40, 1, 4, 2, 11), (40, 36, 1, 3, 1, 11), (64, 64, 1, 1, 1, 11), (16, 16, 16, 4, 2, 11),
                 (20, 20, 20, 3, 1, 11), (12, 20, 2, 2, 2, 11), (70, 24, 1, 2, 2, 11), (10, 12, 1, 3, 1, 11),
                 (24, 3, 1, 4, 2, 40), (32, 4, 2, 3, 1, 37), (64, 2, 1, 4, 2, 19),   # (these five planar: the
-                (16, 20, 2, 4, 2, 40), (8, 8, 1, 2, 2, 24)):   # last two in blocks of output channels, NCHW only)
+                (16, 20, 2, 4, 2, 40), (8, 8, 1, 2, 2, 24),   # last two in blocks of output channels, NCHW only;
+                (4, 8, 1, 4, 2, 40), (1, 9, 1, 3, 1, 40)):   # these two in both layouts)
             x = rng.standard_normal((2, src_c, 9, width)).astype(np.float32)
             w = rng.standard_normal((src_c, dst_c // group, kernel, kernel)).astype(np.float32)
             if nonfinite:

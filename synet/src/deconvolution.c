@@ -508,9 +508,12 @@ static synet_size strip_row(const synet_deconv_plan *p, synet_size ntaps, synet_
 }
 
 /* ts is passed on with the channel offset c of each call (a copy per call with off and bias moved, its fields
-   stored and then read back as one 32-byte load, waited on store forwarding: 5 % of D5's time) */
+   stored and then read back as one 32-byte load, waited on store forwarding: 5 % of D5's time). The FP32
+   micro-kernel sums only the vectors that hold some of the block's `nvalid` channels (below AVX-512 a
+   16-channel unit is two or four vectors: a group of 8 output channels summed half the products); the tile's
+   other lanes are left as they are, and nothing reads them (its stores take nvalid channels). */
 static void micro_tile(const synet_deconv_plan *p, const void *a, const int64_t *toff, int64_t ntaps,
-                       const uint16_t *b, float *out, int M, int nv16, const tile_store *ts)
+                       const uint16_t *b, float *out, int M, int nv16, int nvalid, const tile_store *ts)
 {
     const int channels = nv16 * 16;
 #if HAVE_BF16
@@ -522,14 +525,14 @@ static void micro_tile(const synet_deconv_plan *p, const void *a, const int64_t 
         return;
     }
 #endif
-    for (int c0 = 0; c0 < channels; c0 += MICRO_SPAN) {
-        const int span = SYNET_MIN(MICRO_SPAN, channels - c0);
+    for (int c0 = 0; c0 < channels && c0 < nvalid; c0 += MICRO_SPAN) {
+        const int span = SYNET_MIN(MICRO_SPAN, channels - c0), vectors = (SYNET_MIN(span, nvalid - c0) + VW - 1) / VW;
         /* this strip's rows: wide, 2 * span floats, the odd half `span` after the even one; else span pairs
            (a float each) */
         const int64_t half = p->wide_weights ? span : 0;
         fp32_call((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride,
                   (const float *)(const void *)(b + strip_row(p, ntaps, 0, 0, channels, c0)), span + half, half,
-                  out + c0, M, span / VW, ts, c0);
+                  out + c0, M, vectors, ts, c0);
     }
 }
 
@@ -848,7 +851,7 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
                     const tile_store ts = {dst, off, p->stride_x * pixel_step(p), p->bias + oc0,
                                            p->act == SYNET_ACT_RELU, p->dst_bf16, stream};
                     micro_tile(p, (const char *)image + at * e, p->tap_offsets + p->phase_tap0[phase],
-                               p->phase_taps[phase], bw, out, M, nv, direct ? &ts : NULL);
+                               p->phase_taps[phase], bw, out, M, nv, (int)nvalid, direct ? &ts : NULL);
                     if (!paired && !direct)
                         deconv_store(tile, BLOCK, M, nvalid, oc0, p, dst, off, p->stride_x * pixel_step(p),
                                      channel_step(p));
