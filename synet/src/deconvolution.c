@@ -791,19 +791,19 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
     const synet_size nvalid = SYNET_MIN((synet_size)BLOCK, p->cg_out - ob * BLOCK);
     const int nv = (int)((nvalid + 15) / 16), mmax = micro_rows(p, nv);
     const synet_size oc0 = g * p->cg_out + ob * BLOCK, e = p->micro == SYNET_MICRO_FP32 ? 4 : 2;
-    /* straight to dst (tile_store): channels last, whole blocks of 16, IDENTITY / RELU, and BF16 output
-       only from the vdpbf16ps kernel */
-    const int direct = p->nhwc && nvalid == 16 * (synet_size)nv &&
+    /* straight to dst (tile_store): channels last, whole vectors (the micro-kernel's: micro_tile), IDENTITY /
+       RELU, and BF16 output only from the vdpbf16ps kernel */
+    const int direct = p->nhwc && nvalid % VW == 0 &&
                        (p->act == SYNET_ACT_IDENTITY || p->act == SYNET_ACT_RELU) &&
                        (!p->dst_bf16 || (HAVE_BF16 && p->micro != SYNET_MICRO_FP32));
     /* an FP32 output far larger than the caches (p->stream) whose every direct store is a whole cache line:
        they bypass the caches, each pixel's whole lines one after another (D5, 4 MB out: 0.87x the time, at
-       avx2 0.90x). Lines: the block's first channel on one (dst + oc0) and a pixel step of whole lines (dst_c
-       a multiple of 16; the blocks' 16-channel vectors, two at avx2, are); a channel count of 120, or a group
-       starting at channel 72, streamed to unaligned addresses, which fault. dst_bf16 only for a plan not made
-       by the planner. */
-    const int stream =
-        p->stream && !p->dst_bf16 && p->dst_c % 16 == 0 && !((uintptr_t)((float *)dst + oc0 * channel_step(p)) & 63);
+       avx2 0.90x). Lines: the block's first channel on one (dst + oc0), a pixel step of whole lines (dst_c
+       a multiple of 16) and whole 16-channel units in the block (two vectors at avx2); a channel count of 120,
+       or a group starting at channel 72, streamed to unaligned addresses, which fault. dst_bf16 only for a
+       plan not made by the planner. */
+    const int stream = p->stream && !p->dst_bf16 && p->dst_c % 16 == 0 && nvalid % 16 == 0 &&
+                       !((uintptr_t)((float *)dst + oc0 * channel_step(p)) & 63);
     /* columns in chunks, every x phase of a chunk before the next chunk: the output lines the phases
        share (stride_x phases interleave along a row) are completed while they are in cache */
     synet_size columns = 0;
