@@ -26,7 +26,7 @@ from synet._csrc cimport (
 from libc.string cimport memset
 
 from synet._fastpath cimport (
-    data_of, is_float32_array, is_operand, is_output, key_part, new_array, new_like, overlaps,
+    aligned, data_of, is_float32_array, is_operand, is_output, key_part, new_array, new_like, overlaps,
 )
 from synet._cache cimport PlanCache
 from synet._kernels cimport amx_ready, bf16_dot_preferred, call_threads, kernel_level
@@ -354,8 +354,9 @@ cdef object _run(_Geometry geo, _Weights ws, src, buf, dst, int threads, str whe
                 raise ValueError(f"buf: expected >= {need} bytes (external_buffer_size()), got {buf.size}")
             if overlaps(buf, dst) or overlaps(buf, src):
                 raise ValueError("buf: must not overlap src or dst")
+    src, result = aligned(src), aligned(dst)   # (arrays off their element size: aligned copies, dst written back)
     cdef const void* ps = data_of(src)
-    cdef void* pd = data_of(dst)
+    cdef void* pd = data_of(result)
     cdef void* pb = data_of(buf) if need else NULL
     if plan.batch * plan.dst_image * plan.cg_in < NOGIL_MIN:   # releasing the GIL costs more than the layer
         status = deconv_run(&plan, ps, pb, pd, threads)
@@ -364,6 +365,8 @@ cdef object _run(_Geometry geo, _Weights ws, src, buf, dst, int threads, str whe
             status = deconv_run(&plan, ps, pb, pd, threads)
     if status != SYNET_OK:
         raise internal_error(where, status)
+    if result is not dst:
+        dst[...] = result
     return dst
 
 

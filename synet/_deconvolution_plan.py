@@ -733,7 +733,8 @@ def weight_array(weight: object, planned: DeconvolutionPlan) -> np.ndarray:
                          f"got {w.size}")
     if w.dtype != np.float32 and w.dtype != BFLOAT16:
         return round_from_float64(w).reshape(-1)
-    return np.ascontiguousarray(w, np.float32)
+    w = np.ascontiguousarray(w, np.float32)
+    return w if w.flags.aligned else w.copy()   # (the packing reads whole floats)
 
 
 def bias_array(bias: object, dst_c: int) -> np.ndarray:

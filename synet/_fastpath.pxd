@@ -130,8 +130,16 @@ cdef inline object key_part(object value, object slow):
 
 
 cdef inline bint is_float32_array(object x, Py_ssize_t size) noexcept:
-    """x is a C-contiguous float32 ndarray of `size` elements in the machine's byte order (a big-endian
-    float32 has the same type number)."""
+    """x is an aligned C-contiguous float32 ndarray of `size` elements in the machine's byte order (a
+    big-endian float32 has the same type number)."""
     return cnp.PyArray_Check(x) and cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_FLOAT32 and \
         cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>x) and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x) and \
-        cnp.PyArray_SIZE(<cnp.ndarray>x) == size
+        cnp.PyArray_ISALIGNED(<cnp.ndarray>x) and cnp.PyArray_SIZE(<cnp.ndarray>x) == size
+
+
+cdef inline object aligned(object array):
+    """`array` (an ndarray), or where its data lies off its element size (np.frombuffer at an odd offset) a
+    copy in its layout: the kernels load and store whole elements (NumPy's own loops copy such arrays too)."""
+    if cnp.PyArray_ISALIGNED(<cnp.ndarray>array):
+        return array
+    return cnp.PyArray_NewCopy(<cnp.ndarray>array, cnp.NPY_KEEPORDER)

@@ -23,7 +23,7 @@ from synet._csrc cimport (
     synet_qadd_kernels_at, synet_qadd_plan,
 )
 from synet._cache cimport PlanCache
-from synet._fastpath cimport data_of, is_operand, is_output, new_array, new_like, overlaps, same_shape
+from synet._fastpath cimport aligned, data_of, is_operand, is_output, new_array, new_like, overlaps, same_shape
 from synet._kernels cimport call_threads, kernel_level
 
 cdef extern from "quantized_add.h" nogil:
@@ -323,9 +323,11 @@ cdef object _forward(_QaddState st, a, b, dst, int threads, shaped_like=None, st
         _check_alias(dst, b, "b", dst_name)
     if p.size == 0:
         return dst
+    # operands off their element size through aligned copies (an in-place dst: written back after the run)
+    a, b, result = aligned(a), aligned(b), aligned(dst)
     cdef const void* pa = data_of(a)
     cdef const void* pb = data_of(b)
-    cdef void* pd = data_of(dst)
+    cdef void* pd = data_of(result)
     if p.size < NOGIL_MIN:
         status = qadd_run(p, pa, pb, pd, threads)
     else:
@@ -333,6 +335,8 @@ cdef object _forward(_QaddState st, a, b, dst, int threads, shaped_like=None, st
             status = qadd_run(p, pa, pb, pd, threads)
     if status != SYNET_OK:
         raise internal_error("QuantizedAdd.forward", status)
+    if result is not dst:
+        dst[...] = result
     return dst
 
 

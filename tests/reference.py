@@ -341,3 +341,15 @@ def laid_out(x, order):
     padded = x.reshape((1,) * (len(order) - x.ndim) + x.shape)
     memory = np.ascontiguousarray(padded.transpose(order))
     return memory.transpose(np.argsort(order)).reshape(x.shape)
+
+
+def off_its_element_size(shape, dtype, values=None):
+    """A writeable, C-contiguous array of `shape` at an odd address (NumPy's flags: not aligned, but for bytes), holding
+    `values` if given. C kernels load and store whole elements; UBSan holds such an access to be undefined."""
+    n = math.prod(shape) if isinstance(shape, tuple) else shape
+    out = np.frombuffer(bytearray(n * np.dtype(dtype).itemsize + 1), dtype, n, offset=1).reshape(shape)
+    assert out.ctypes.data % 2 and out.flags.writeable and out.flags.c_contiguous
+    assert np.dtype(dtype).itemsize == 1 or not out.flags.aligned
+    if values is not None:
+        out[...] = values
+    return out

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from reference import BF16, bf16_bits_by_search, bf16_round
+from reference import BF16, bf16_bits_by_search, bf16_round, off_its_element_size
 
 import synet
 
@@ -256,13 +256,6 @@ def test_large_arrays_stream_through_misaligned_outputs(offset):
     np.testing.assert_array_equal(wide.view(np.uint32), result.astype(np.uint32) << 16)
 
 
-def _off_its_element_size(n, dtype):
-    """A writeable, C-contiguous array of n elements at an odd address (NumPy's flags: not aligned)."""
-    out = np.frombuffer(bytearray(n * np.dtype(dtype).itemsize + 1), dtype, n, offset=1)
-    assert out.ctypes.data % 2 and not out.flags.aligned and out.flags.writeable and out.flags.c_contiguous
-    return out
-
-
 @pytest.mark.parametrize("kind", ["uint16", "bfloat16"])
 def test_large_outputs_at_an_odd_address(kind):
     """An `out` off its element size never reaches the streaming stores' 64-byte alignment: the streaming paths
@@ -272,18 +265,18 @@ def test_large_outputs_at_an_odd_address(kind):
     n = (8 << 20) + 37
     x = np.random.default_rng(4).standard_normal(n).astype(np.float32)
     expected = bits(x.astype(BF16))
-    out = _off_its_element_size(n, np.uint16 if kind == "uint16" else BF16)
+    out = off_its_element_size(n, np.uint16 if kind == "uint16" else BF16)
     assert synet.float32_to_bfloat16(x, out=out) is out
     np.testing.assert_array_equal(bits(out), expected)
-    truncated = synet.float32_to_bfloat16(x, rounding="truncate", out=_off_its_element_size(n, np.uint16))
+    truncated = synet.float32_to_bfloat16(x, rounding="truncate", out=off_its_element_size(n, np.uint16))
     np.testing.assert_array_equal(bits(truncated), (x.view(np.uint32) >> 16).astype(np.uint16))
-    wide = _off_its_element_size(n, np.float32)
+    wide = off_its_element_size(n, np.float32)
     assert wide.nbytes >= 32 << 20
     np.testing.assert_array_equal(synet.bfloat16_to_float32(expected, out=wide).view(np.uint32),
                                   expected.astype(np.uint32) << 16)
     np.testing.assert_array_equal(synet.round_to_bfloat16(x, out=wide).view(np.uint32),
                                   expected.astype(np.uint32) << 16)
-    odd_x, odd_bits = _off_its_element_size(n, np.float32), _off_its_element_size(n, np.uint16)   # inputs too
+    odd_x, odd_bits = off_its_element_size(n, np.float32), off_its_element_size(n, np.uint16)   # inputs too
     odd_x[:], odd_bits[:] = x, expected
     np.testing.assert_array_equal(bits(synet.float32_to_bfloat16(odd_x)), expected)
     np.testing.assert_array_equal(synet.bfloat16_to_float32(odd_bits).view(np.uint32), expected.astype(np.uint32) << 16)

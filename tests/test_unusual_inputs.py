@@ -1,8 +1,10 @@
-"""Inputs an audit of unusual arrays found mishandled (2026-12-05): byte-swapped arrays (read as native numbers
-by the fast paths), outputs overlapping an input, float64 weights rounded twice, uint16 weights."""
+"""Inputs audits of unusual arrays found mishandled (2026-12-05): byte-swapped arrays (read as native numbers
+by the fast paths), outputs overlapping an input, float64 weights rounded twice, uint16 weights, operands at
+odd addresses."""
 
 import numpy as np
 import pytest
+from reference import BF16, off_its_element_size
 
 import synet
 
@@ -417,3 +419,79 @@ def test_bfloat16_rounding_takes_bfloat16_lists_and_scalars():
     one_and_half = ml_dtypes.bfloat16(1.5)
     assert synet.float32_to_bfloat16([one_and_half]).view(np.uint16).tolist() == [0x3FC0]
     assert synet.round_to_bfloat16(one_and_half).tolist() == 1.5
+
+
+# ---------------------------------------------------------------------------------------------
+# operands off their element size (np.frombuffer at an odd offset): legal NumPy arrays that C may not load or
+# store as elements (UBSan's "load of misaligned address"; the sanitizer job runs these tests). synet runs them
+# through aligned copies, writing a given `out` back, with the aligned operands' bits. (An audit of 2,448 cases,
+# 2026-12-05: quantized_add and the transposed convolutions passed such arrays to their kernels; gathers copied.)
+
+
+@pytest.mark.parametrize("size", [210, (1 << 20) + 3])
+@pytest.mark.parametrize("types", [("f32", "f32", "f32"), ("u8", "u8", "f32"), ("f32", "u8", "u8"), ("u8", "u8", "u8")])
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_quantized_add_operands_at_odd_addresses(size, types, broadcast):
+    dtypes = {"f32": np.float32, "u8": np.uint8}
+    shape = (1, 6, 5, size // 30) if size > 1000 else (1, 6, 5, 7)
+    a = (RNG.standard_normal(shape) * 40 + 100).astype(dtypes[types[0]])
+    b = (RNG.standard_normal((1, 6, 1, 1) if broadcast else shape) * 40 + 100).astype(dtypes[types[1]])
+    kwargs = dict(a_scale=0.02, a_zero=100, b_scale=0.03, b_zero=90, dst_scale=0.04, dst_zero=80,
+                  dst_dtype=dtypes[types[2]])
+    expected = synet.quantized_add(a, b, **kwargs)
+    for odd_a, odd_b, odd_out in ((1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 1)):
+        x = off_its_element_size(a.shape, a.dtype, a) if odd_a else a
+        y = off_its_element_size(b.shape, b.dtype, b) if odd_b else b
+        out = off_its_element_size(expected.shape, expected.dtype) if odd_out else None
+        got = synet.quantized_add(x, y, out=out, **kwargs)
+        assert out is None or got is out
+        assert bits(got) == bits(expected), (odd_a, odd_b, odd_out)
+    if types[0] == types[2]:   # in place, into an operand at an odd address
+        x = off_its_element_size(a.shape, a.dtype, a)
+        assert synet.quantized_add(x, b, out=x, **kwargs) is x and bits(x) == bits(expected)
+
+
+@pytest.mark.parametrize("layout, groups, out_dtype", [("NCHW", 1, np.float32), ("NHWC", 1, np.float32),
+                                                       ("NCHW", 4, BF16), ("NHWC", 2, np.float32)])
+def test_transposed_convolution_operands_at_odd_addresses(layout, groups, out_dtype):
+    x = RNG.standard_normal((2, 4, 9, 9)).astype(np.float32)
+    w = RNG.standard_normal((4, 12 // groups, 3, 3)).astype(np.float32)
+    bias = RNG.standard_normal(12).astype(np.float32)
+    if layout == "NHWC":
+        x, w = np.ascontiguousarray(x.transpose(0, 2, 3, 1)), np.ascontiguousarray(w.transpose(0, 2, 3, 1))
+    kwargs = dict(stride=2, padding=1, groups=groups, layout=layout, out_dtype=out_dtype)
+    expected = synet.conv_transpose2d(x, w, bias, **kwargs)
+    for odd in ("x", "weight", "bias", "out", "all"):
+        args = {"x": x, "weight": w, "bias": bias}
+        for name in args:
+            if odd in (name, "all"):
+                args[name] = off_its_element_size(args[name].shape, np.float32, args[name])
+        out = off_its_element_size(expected.shape, expected.dtype) if odd in ("out", "all") else None
+        got = synet.conv_transpose2d(args["x"], args["weight"], args["bias"], out=out, **kwargs)
+        assert out is None or got is out
+        assert bits(got) == bits(expected), odd
+    bits16 = synet.float32_to_bfloat16(x).view(np.uint16)   # a BF16 source's raw bits at an odd address
+    assert bits(synet.conv_transpose2d(off_its_element_size(x.shape, np.uint16, bits16), w, bias, **kwargs)) == \
+        bits(expected)
+    # the context: weights and bias at odd addresses to set_params, src and dst to forward
+    c_in, c_out = 4, 12
+    conv = synet.ConvParams.deconvolution(c_in, 9, 9, c_out, 3, 2, pad=1, group=groups, format=layout)
+    deconv = synet.Deconvolution16b(2, conv)
+    deconv.set_params(off_its_element_size(w.shape, np.float32, w), off_its_element_size(bias.shape, np.float32, bias))
+    if out_dtype is np.float32:
+        dst = off_its_element_size(expected.shape, np.float32)
+        assert deconv.forward(off_its_element_size(x.shape, np.float32, x), dst=dst) is dst
+        assert bits(dst) == bits(expected)
+
+
+@pytest.mark.parametrize("dims", [1, 3])
+def test_1d_and_3d_transposed_convolutions_at_odd_addresses(dims):
+    spatial = (11,) if dims == 1 else (3, 4, 5)
+    x = RNG.standard_normal((1, 3, *spatial)).astype(np.float32)
+    w = RNG.standard_normal((3, 5, *(2,) * dims)).astype(np.float32)
+    function = synet.conv_transpose1d if dims == 1 else synet.conv_transpose3d
+    expected = function(x, w, stride=2)
+    out = off_its_element_size(expected.shape, np.float32)
+    got = function(off_its_element_size(x.shape, np.float32, x), off_its_element_size(w.shape, np.float32, w),
+                   stride=2, out=out)
+    assert got is out and bits(got) == bits(expected)
