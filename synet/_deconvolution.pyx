@@ -354,7 +354,9 @@ cdef object _run(_Geometry geo, _Weights ws, src, buf, dst, int threads, str whe
                 raise ValueError(f"buf: expected >= {need} bytes (external_buffer_size()), got {buf.size}")
             if overlaps(buf, dst) or overlaps(buf, src):
                 raise ValueError("buf: must not overlap src or dst")
-    src, result = aligned(src), aligned(dst)   # (arrays off their element size: aligned copies, dst written back)
+    result = dst
+    if not (cnp.PyArray_ISALIGNED(<cnp.ndarray>src) and cnp.PyArray_ISALIGNED(<cnp.ndarray>dst)):
+        src, result = aligned(src), aligned(dst)   # (off their element size: aligned copies, dst written back)
     cdef const void* ps = data_of(src)
     cdef void* pd = data_of(result)
     cdef void* pb = data_of(buf) if need else NULL

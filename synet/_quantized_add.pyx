@@ -323,8 +323,10 @@ cdef object _forward(_QaddState st, a, b, dst, int threads, shaped_like=None, st
         _check_alias(dst, b, "b", dst_name)
     if p.size == 0:
         return dst
-    # operands off their element size through aligned copies (an in-place dst: written back after the run)
-    a, b, result = aligned(a), aligned(b), aligned(dst)
+    result = dst
+    if not (cnp.PyArray_ISALIGNED(<cnp.ndarray>a) and cnp.PyArray_ISALIGNED(<cnp.ndarray>b) and
+            cnp.PyArray_ISALIGNED(<cnp.ndarray>dst)):   # (operands off their element size: aligned copies, and an
+        a, b, result = aligned(a), aligned(b), aligned(dst)   # in-place dst written back after the run)
     cdef const void* pa = data_of(a)
     cdef const void* pb = data_of(b)
     cdef void* pd = data_of(result)
