@@ -21,6 +21,8 @@
 #define DW_COLS 1024 /* output columns of one channels-first row assembled at a time */
 #define DW_BUFFER 2048 /* floats a channel of the row buffer: 16 rows of 128, 8 of 256 (4 rows a phase, as
                           planar_rows' blocks want; with 1024, NHWC 64 -> 1 at 64 x 64 2.1x slower) */
+#define MARCH_ROWS 8 /* rows of a marching pair's chunk at avx2 (Zen 1, 1 -> 2 k4 s2 at 512 x 512, whole
+                         columns of 512 rows: 1.5x the time) */
 #define DW_UNROLL_MAX 9 /* the most taps the kernels unroll */
 #define PLANAR_OUT_MAX SYNET_PLANAR_OUT_MAX
 #define UNROLLED_TAPS(X) X(1) X(2) X(3) X(4) X(6) X(8) X(9) /* the tap counts they unroll */
@@ -162,6 +164,21 @@ SYNET_INLINE float phase_scalar(const float *s, const int64_t *toff, const float
 #define INTERLEAVE_HI 2, 6, 3, 7
 #endif
 
+/* lo, hi = a[0], b[0], a[1], b[1], ...: the outputs of a pair's two phases in column order */
+SYNET_INLINE void interleave(vfloat a, vfloat b, vfloat *lo, vfloat *hi)
+{
+#if VW == 8 && SYNET_AVX2 /* the 64-bit pairs of each in order 0, 2, 1, 3 first: then the in-lane unpacks interleave them
+                  (the compiler's vunpck, vinsertf128 and vperm2f128 are 14 micro-ops on AMD Zen 1 against 10) */
+    a = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(a), 0xD8));
+    b = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(b), 0xD8));
+    *lo = _mm256_unpacklo_ps(a, b);
+    *hi = _mm256_unpackhi_ps(a, b);
+#else
+    *lo = __builtin_shufflevector(a, b, INTERLEAVE_LO);
+    *hi = __builtin_shufflevector(a, b, INTERLEAVE_HI);
+#endif
+}
+
 /* phase_vector with NT taps hoisted: sum_t w[t] * src[t][i], in tap order */
 SYNET_INLINE vfloat hoisted_vector(const float *const *src, const vfloat *w, int64_t i, const int NT)
 {
@@ -258,8 +275,7 @@ SYNET_INLINE void phase_vectors(const phase_rows *q, const float *const *sa, con
     phase_sums(q, sa, wa, sb, wb, i, &a, &b, pair, NT, SHARE);
     *lo = a;
     if (pair) {
-        *lo = __builtin_shufflevector(a, b, INTERLEAVE_LO);
-        *hi = __builtin_shufflevector(a, b, INTERLEAVE_HI);
+        interleave(a, b, lo, hi);
     }
 }
 
@@ -298,8 +314,10 @@ SYNET_INLINE void store_pair(void *out, int64_t at, vfloat a, vfloat b, vfloat b
         return;
     }
 #endif
-    store_sums(out, at, __builtin_shufflevector(a, b, INTERLEAVE_LO), BF16);
-    store_sums(out, at + VW, __builtin_shufflevector(a, b, INTERLEAVE_HI), BF16);
+    vfloat lo, hi;
+    interleave(a, b, &lo, &hi);
+    store_sums(out, at, lo, BF16);
+    store_sums(out, at + VW, hi, BF16);
 }
 
 /* SHARE 2: a pair of 4-tap phases that shares as shared_pair_sums takes it and whose taps 2 and 3 read
@@ -307,19 +325,23 @@ SYNET_INLINE void store_pair(void *out, int64_t at, vfloat a, vfloat b, vfloat b
    kernel 4 and stride 2 along y, any padding). Outputs x..x + 2 VW - 1 of every row, rows inner: a row's
    three new source vectors (phase a's taps 0 and 1, phase b's tap 0) are the next row's other three,
    so each row loads three vectors instead of six; the same sums in the same tap order. XB such column
-   blocks side by side (with AVX-512 2: each row's stores cover more whole cache lines, D4 0.91x). */
+   blocks side by side (with AVX-512 2: each row's stores cover more whole cache lines, D4 0.91x). Rows
+   r0 <= r < r1. At avx2 each store first prefetches the line 2 blocks to its right where the row's `full`
+   outputs go on there (the same row's next march but one; AMD Zen 1, D4's 4 MB output 0.78x the time: the
+   marches' stores, a cache line each 1 KB apart, waited on their lines). */
 SYNET_INLINE void marching_pair(const float *const *sa, const vfloat *wa, const float *const *sb, const vfloat *wb,
-                                int64_t x, int64_t rows, int64_t s_step, void *out, int64_t out_step, vfloat bias,
-                                int mode, const int BF16, const int XB)
+                                int64_t x, int64_t full, int64_t r0, int64_t r1, int64_t s_step, void *out,
+                                int64_t out_step, vfloat bias, int mode, const int BF16, const int XB)
 {
+    const int prefetch = VW == 8 && x + 6 * VW <= full;
     vfloat up_a0[2], up_a1[2], up_b0[2];
     for (int j = 0; j < XB; ++j) {
-        const int64_t i = x / 2 + j * VW;
+        const int64_t i = r0 * s_step + x / 2 + j * VW;
         up_a0[j] = load_vf(sa[2] + i);
         up_a1[j] = load_vf(sa[3] + i);
         up_b0[j] = load_vf(sb[2] + i);
     }
-    for (int64_t r = 0; r < rows; ++r)
+    for (int64_t r = r0; r < r1; ++r)
         for (int j = 0; j < XB; ++j) {
             const int64_t k = r * s_step + x / 2 + j * VW;
             const vfloat a0 = load_vf(sa[0] + k), a1 = load_vf(sa[1] + k), b0 = load_vf(sb[0] + k);
@@ -331,6 +353,8 @@ SYNET_INLINE void marching_pair(const float *const *sa, const vfloat *wa, const 
             b = multiply_add(wb[2], up_b0[j], b);
             a = multiply_add(wa[3], up_a1[j], a);
             b = multiply_add(wb[3], up_a0[j], b);
+            if (prefetch)
+                __builtin_prefetch((const float *)out + r * out_step + x + 4 * VW, 1, 3);
             store_pair(out, r * out_step + x + j * 2 * VW, a, b, bias, mode, BF16);
             up_a0[j] = a0;
             up_a1[j] = a1;
@@ -529,12 +553,18 @@ SYNET_INLINE void phase_run(const phase_rows *q, const int pair, const int NT, c
     const vfloat bias = mode ? splat(canonical_nan_f(*q->bias)) : (vfloat){};
     void *const out = q->out;
     const int64_t full = nout - nout % per; /* outputs in whole vectors */
-    if (SHARE == 2) {
-        int64_t x = 0;
-        for (; VW == 16 && x + 2 * per <= full; x += 2 * per) /* (2 blocks in 16 registers: 1.07x slower) */
-            marching_pair(sa, wa, sb, wb, x, q->rows, q->s_step, out, q->out_step, bias, mode, BF16, 2);
-        for (; x < full; x += per)
-            marching_pair(sa, wa, sb, wb, x, q->rows, q->s_step, out, q->out_step, bias, mode, BF16, 1);
+    if (SHARE == 2) { /* at avx2 the rows in chunks of MARCH_ROWS, every block of a chunk before the next */
+        const int64_t chunk = VW == 8 ? MARCH_ROWS : q->rows;
+        for (int64_t r0 = 0; r0 < q->rows; r0 += chunk) {
+            const int64_t r1 = SYNET_MIN(q->rows, r0 + chunk);
+            int64_t x = 0;
+            for (; VW == 16 && x + 2 * per <= full; x += 2 * per) /* (2 blocks in 16 registers: 1.07x slower) */
+                marching_pair(sa, wa, sb, wb, x, full, r0, r1, q->s_step, out, q->out_step, bias, mode, BF16,
+                              2);
+            for (; x < full; x += per)
+                marching_pair(sa, wa, sb, wb, x, full, r0, r1, q->s_step, out, q->out_step, bias, mode, BF16,
+                              1);
+        }
     }
     vfloat lo, hi = {};
     for (int64_t r = 0; r < q->rows; ++r) {

@@ -112,18 +112,21 @@ SYNET_INLINE __m512 canonical_nan_where_x16(__m512 x, __m512 of)
 }
 #endif
 
-SYNET_INLINE vfloat canonical_nan_vf(vfloat x)
+/* x, with the canonical NaN in the lanes where `of` is a NaN */
+SYNET_INLINE vfloat canonical_nan_where_vf(vfloat x, vfloat of)
 {
 #if SYNET_AVX512
-    return canonical_nan_where_x16(x, x);
+    return canonical_nan_where_x16(x, of);
 #elif SYNET_AVX2
     return _mm256_blendv_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32((int)CANONICAL_NAN_BITS)),
-                            _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+                            _mm256_cmp_ps(of, of, _CMP_UNORD_Q));
 #else
-    const vbits nan = (vbits)(x != x);
+    const vbits nan = (vbits)(of != of);
     return (vfloat)(((vbits)x & ~nan) | (nan & CANONICAL_NAN_BITS));
 #endif
 }
+
+SYNET_INLINE vfloat canonical_nan_vf(vfloat x) { return canonical_nan_where_vf(x, x); }
 
 /* v, held in a register: the compiler may not fold the load that made it into each of its uses (each a load
    again, from L1) */
@@ -331,6 +334,18 @@ SYNET_INLINE vhalf bf16_nearest_vf(vfloat x)
     return __builtin_convertvector((rounded & ~nan) | (quiet & nan), vhalf);
 }
 #endif
+
+/* The floats of v rounded to bfloat16 (nearest-even), as float32 values, NaNs canonical (canonical_nan_vf's):
+   synet_bf16_round_float's bits on every lane */
+SYNET_INLINE vfloat bf16_round_canonical_vf(vfloat v)
+{
+#if SYNET_AVX512
+    return synet_bf16_round_canonical_x16(v);
+#else /* (the rounding may carry a NaN's payload into its exponent: the NaN test reads v) */
+    const vbits b = (vbits)v;
+    return canonical_nan_where_vf((vfloat)((b + 0x7FFFu + ((b >> 16) & 1u)) & 0xFFFF0000u), v);
+#endif
+}
 
 /* element i of out: FP32, or (bf16) BF16 bits */
 SYNET_INLINE void *element_at(void *out, int64_t i, int bf16) { return (char *)out + i * (bf16 ? 2 : 4); }
