@@ -542,13 +542,18 @@ cdef class Deconvolution16b:
         """The prepared context as a C plan (RuntimeError before init or set_params)."""
         cdef _State st = _ready(self)
         if st.weights is None:
-            raise RuntimeError(f"{type(self).__name__}: call set_params() before plan()")
+            raise RuntimeError(f"{type(self).__name__}: call set_params() before deconvolution_plan()")
         return &st.ready
 
     def clear(self):
         """Release the context: geometry, packed weights, bias and parameters."""
         with self._lock:
             self._state = None
+
+    @property
+    def batch(self):
+        """The batch size given to `init`, or None."""
+        return None if self._state is None else (<_State>self._state).geometry.planned.batch
 
     @property
     def conv(self):

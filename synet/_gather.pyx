@@ -10,7 +10,7 @@ cimport numpy as cnp
 from cpython.long cimport PyLong_AsLongAndOverflow
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from synet._csrc cimport (
     SYNET_INDEX_ERROR, SYNET_NOT_READY, SYNET_OK, SYNET_VALUE_ERROR, synet_gather_job, synet_gather_kernels,
@@ -69,7 +69,8 @@ cdef int gather_run(const GatherPlan* plan, const void* src, const void* idx, vo
         job.idx, job.index_size, job.period, job.offsets = idx, plan.index_size, plan.idx_period or plan.outer, 0
     if src == NULL or dst == NULL or job.index_size not in (4, 8):
         return SYNET_VALUE_ERROR
-    if plan.src_count == 0:
+    if plan.src_count == 0:   # every index is out of range: every output element is 0
+        memset(dst, 0, <size_t>(job.outer * job.idx_count * job.inner * plan.elem_size))
         return SYNET_INDEX_ERROR
     job.src, job.dst, job.elem_size, job.vector_gather = src, dst, plan.elem_size, _VECTOR_GATHER
     K.prepare(&job)

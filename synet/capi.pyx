@@ -33,9 +33,11 @@ cdef int gather_elements(const void* src, const void* idx, void* dst, Py_ssize_t
     plan.outer, plan.src_count, plan.inner, plan.idx_count = outer, src_count, inner, idx_count
     plan.elem_size, plan.index_size = elem_size, index_size
     plan.offsets, plan.offsets_size, plan.period, plan.idx_period = NULL, 0, 0, 0
-    if idx == NULL or bad_threads(n_threads):
+    if bad_threads(n_threads) or (idx == NULL and outer != 0 and idx_count != 0 and inner != 0):
         return SYNET_VALUE_ERROR
-    return _gather_run(&plan, src, idx, dst, n_threads)
+    # (a NULL idx asks _gather_run for an analysed index: with nothing to gather, the pointers may be NULL, as
+    # bf16_round's may; the sizes are still checked)
+    return _gather_run(&plan, src, idx if idx != NULL else <const void*>&plan, dst, n_threads)
 
 
 cdef const synet_quantized_add_plan_t* quantized_add_plan(object context) except NULL:

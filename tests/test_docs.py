@@ -166,6 +166,18 @@ def test_cython_example_builds_and_agrees(tmp_path):
     with pytest.raises(RuntimeError, match="set_params"):
         example.deconvolve(synet.Deconvolution16b(1, deconv.conv), x.ravel(), y.ravel())
 
+    # the example checks the arrays' sizes against the context (it read and wrote past them: ASan
+    # heap-buffer-overflow); Deconvolution16b.batch is init's batch
+    assert deconv.batch == 2 and synet.Deconvolution16b().batch is None
+    with pytest.raises(ValueError, match="gather_rows"):
+        example.gather_rows(src, idx, np.empty((1, 4), np.float32))
+    with pytest.raises(ValueError, match="add_rows"):
+        example.add_rows(add, a[:, :8].copy(), b[:, :8].copy(), out[:, :8].copy())
+    with pytest.raises(ValueError, match="deconvolve"):
+        example.deconvolve(deconv, x[:1].ravel(), y.ravel())
+    with pytest.raises(ValueError, match="deconvolve"):
+        example.deconvolve(deconv, x.ravel(), y[:1].ravel())
+
     values = rng.standard_normal(1000).astype(np.float32)
     rounded = np.empty_like(values)
     example.bf16_round_trip(values, rounded)

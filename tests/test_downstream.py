@@ -15,21 +15,27 @@ import synet
 HERE = os.path.join(os.path.dirname(__file__), "downstream")
 
 
-@pytest.fixture(scope="module")
-def downstream(tmp_path_factory):
+def _build_downstream(build, cflags: str = ""):
+    """tests/downstream built in folder `build` (extra compiler flags `cflags`) and imported."""
     pytest.importorskip("Cython")
-    build = tmp_path_factory.mktemp("downstream")
     for name in ("setup.py", "synet_downstream.pyx"):
         shutil.copy(os.path.join(HERE, name), build)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # the synet under test
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),  # the synet under test
+               SYNET_DOWNSTREAM_CFLAGS=cflags)
     result = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=build,
                             capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     sys.path.insert(0, str(build))
     try:
-        yield importlib.import_module("synet_downstream")
+        return importlib.import_module("synet_downstream")
     finally:
         sys.path.remove(str(build))
+        sys.modules.pop("synet_downstream", None)   # (another build may be imported under the same name)
+
+
+@pytest.fixture(scope="module")
+def downstream(tmp_path_factory):
+    return _build_downstream(tmp_path_factory.mktemp("downstream"))
 
 
 CAPI = os.path.join(os.path.dirname(__file__), "capi_signatures.txt")
@@ -72,6 +78,23 @@ def test_gather_without_a_context(downstream):
     assert downstream.gather_bad_calls(src.ravel(), idx.ravel(), dst.ravel()) == (1, 1, 1, 1, 1, 1)
 
 
+def test_gather_of_an_empty_source_axis_zeroes_dst(downstream):
+    """src_count 0: every index is out of range, so every output element is 0 (SYNET_INDEX_ERROR), as the
+    docs' status table says (dst was left as it was)."""
+    dst = np.full((2, 3, 4), 7.0, np.float32)
+    idx = np.zeros(dst.size, np.int64)
+    assert downstream.gather(np.zeros(1, np.float32), idx, dst.ravel(), 2, 0, 4, 3) == 2
+    assert not dst.any()
+
+
+def test_nothing_to_do_needs_no_pointers(downstream):
+    """With no element to compute the data pointers may be NULL, in every function (gather_elements refused a
+    NULL idx that bf16_round's counterpart accepts); sizes are still checked."""
+    assert downstream.gather_nothing_to_do() == (0, 0, 0, 1)
+    empty = synet.QuantizedAdd([0], "u8", 0.1, 0, [0], "u8", 0.1, 0, "relu", None, "u8", 0.1, 0)
+    assert downstream.quantized_add_nothing_to_do(empty) == 0
+
+
 def test_gather_with_a_context_prepared_in_python(downstream):
     rng = np.random.default_rng(1)
     src = rng.standard_normal((16, 4, 64, 1)).astype(np.float32)
@@ -97,6 +120,37 @@ def test_bf16_inline_helpers_give_the_same_bits(downstream):
     back = np.empty(x.size, np.float32)
     downstream.from_bfloat16(raw, back)
     np.testing.assert_array_equal(back, raw.view(ml_dtypes.bfloat16).astype(np.float32))
+
+
+def float64_edge_values() -> np.ndarray:
+    """float64s around every bfloat16 rounding boundary that matters: subnormal steps and their halves, the
+    normal range's ends, overflow, infinities, NaNs with payloads, signed zeros, and random magnitudes."""
+    tiny = 2.0 ** -133   # a bfloat16 subnormal step
+    steps = np.arange(0, 260) * (tiny / 2)
+    special = [0.0, 2.0 ** -126, 2.0 ** -126 - tiny / 4, 3.3895313892515355e38, 3.4028234663852886e38,
+               3.4e38, 2.0 ** 128, 2.0 ** 128 - 2.0 ** 119, 1e300, 5e-324, 1e-320, 1e-39, 2.0 ** -134,
+               2.0 ** -134 * 1.0000001, np.inf]
+    nans = np.array([0x7FF8000000000000, 0x7FF0000000000001, 0x7FFFFFFFFFFFFFFF, 0x7FF4000000000000,
+                     0x7FFA5A5A5A5A5A5A], np.uint64).view(np.float64)
+    rng = np.random.default_rng(11)
+    random = rng.standard_normal(20000) * 10.0 ** rng.integers(-45, 40, 20000)
+    values = np.concatenate([steps, np.nextafter(steps, 1), np.nextafter(steps, -1), special,
+                             np.nextafter(special, 0), nans, random])
+    return np.concatenate([values, -values])
+
+
+def test_float64_helpers_give_the_same_bits_under_fast_math(downstream, tmp_path):
+    """bf16_nearest_from_float64 / bf16_truncate_from_float64 compiled into an extension built with
+    -ffast-math (which folded an add-and-subtract rounding and an isinf test of theirs away: 1e-39 rounded to
+    0x000a, inf truncated to 0x7f7f) give the Python API's bits, as with plain flags."""
+    fast = _build_downstream(tmp_path, "-ffast-math")
+    x = float64_edge_values()
+    for rounding in ("nearest", "truncate"):
+        expected = synet.float32_to_bfloat16(x, rounding=rounding).view(np.uint16)
+        for module in (downstream, fast):
+            got = np.empty(x.size, np.uint16)
+            module.from_float64(x, got, rounding == "truncate")
+            np.testing.assert_array_equal(got, expected, err_msg=f"{rounding}, {module.__file__}")
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])
@@ -213,8 +267,8 @@ def test_deconvolution_status_codes_and_not_ready(downstream):
     with pytest.raises(RuntimeError, match="init"):
         downstream.deconvolution(synet.Deconvolution16b(), x.view(np.uint8), buf, raw_dst)
     context.init(1, synet.ConvParams.deconvolution(4, 3, 3, 4, 2, 2))
-    with pytest.raises(RuntimeError, match="set_params"):
-        downstream.deconvolution(context, x.view(np.uint8), buf, raw_dst)
+    with pytest.raises(RuntimeError, match=r"call set_params\(\) before deconvolution_plan\(\)$"):
+        downstream.deconvolution(context, x.view(np.uint8), buf, raw_dst)   # (it named a plan() method)
 
 
 @pytest.mark.parametrize("fmt, groups", [("NCHW", 1), ("NHWC", 1), ("NCHW", 8)])

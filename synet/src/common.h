@@ -129,48 +129,68 @@ static inline float synet_bf16_to_float(uint16_t value) { return synet_f32_from_
 /* The float32 nearest to `value` that bfloat16 holds exactly (ties to even). */
 static inline float synet_bf16_round_float(float value) { return synet_bf16_to_float(synet_bf16_from_float(value)); }
 
+/* The float64 -> bfloat16 conversions below work on the bits (but for adds of constants to values made of
+   bits and a narrowing to float32, see synet_bf16_nearest_f64), so that an extension that cimports them
+   (synet.bf16) gives the same bits when compiled with -ffast-math (which folded an add-and-subtract rounding
+   and an isinf test away). A float64 of biased exponent e and 53-bit significand m (the implicit 1 included
+   where e > 0) is m * 2**(e - 1075): its bfloat16 is
+   - for |x| >= 2**-126 (e >= 897): sign | (e - 896) << 7 | the top 7 of its 52 fraction bits, rounded or cut
+     at bit 45 (a carry from rounding goes on into the exponent); from 2**128 on (e >= 1151) +-inf, toward zero
+     the largest finite value 0x7F7F;
+   - below (e < 897): a subnormal, sign | m * 2**(e - 1075 + 133) rounded or cut to an integer (cut: m shifted
+     right by 942 - e, at most 63: m < 2**53 gives 0 from there);
+   - NaN: a quiet NaN of its sign, nearest 0x7FC0 | sign, toward zero keeping the top payload bits. */
+#define SYNET_F64_SIGN (UINT64_C(1) << 63)
+#define SYNET_F64_INF UINT64_C(0x7FF0000000000000)
+
 /* float64 -> bfloat16 bits rounded once, nearest-even (no double rounding through float32), without a
-   branch (a loop of it vectorises: 1M values 1.7 -> 0.3 ms on AMD Zen 5). Normal results round the 52-bit
-   mantissa to 7 bits on the float64 bits; subnormal ones (|x| < 2**-126) are multiples of 2**-133, rounded
-   by adding and subtracting 1.5 * 2**-81 (whose last bit is worth 2**-133), with x's sign; either is then
-   exact in float32 (or beyond its range: +-inf), whose high half is the result. NaN gives a quiet NaN of
-   its sign. */
+   branch (a loop of it vectorises: 1M values 1.7 -> 0.3 ms on AMD Zen 5). */
 static inline uint16_t synet_bf16_nearest_f64(double value)
 {
-    const uint64_t magnitude_mask = ~(UINT64_C(1) << 63);
-    const double tiny_step = 0x1.8p-81; /* 1.5 * 2**-81 */
-    uint64_t bits, rounded, tiny_bits;
+    const uint64_t magnitude_mask = ~SYNET_F64_SIGN;
+    uint64_t bits, sum_bits, tiny_bits;
     memcpy(&bits, &value, 8);
     const uint64_t magnitude = bits & magnitude_mask;
-    rounded = (bits + ((UINT64_C(1) << 44) - 1) + ((bits >> 45) & 1)) & ~((UINT64_C(1) << 45) - 1);
-    const double tiny = (value + tiny_step) - tiny_step;
+    const uint64_t rounded = (bits + ((UINT64_C(1) << 44) - 1) + ((bits >> 45) & 1)) & ~((UINT64_C(1) << 45) - 1);
+    /* subnormal results: |x| rounded to a multiple k of 2**-133 by the add of 2**-81 (whose last bit is worth
+       2**-133), k read from the sum's low bits, then k * 2**-133 from k's bits (adds of constants to values
+       made of bits: nothing for -ffast-math to fold) */
+    double magnitude_value, sum, k;
+    memcpy(&magnitude_value, &magnitude, 8);
+    sum = magnitude_value + 0x1p-81;
+    memcpy(&sum_bits, &sum, 8);
+    const uint64_t k_bits = UINT64_C(0x4330000000000000) | (sum_bits & 0xFFu); /* 2**52 + k */
+    memcpy(&k, &k_bits, 8);
+    const double tiny = (k - 0x1p52) * 0x1p-133;
     memcpy(&tiny_bits, &tiny, 8);
-    tiny_bits = (tiny_bits & magnitude_mask) | (bits & ~magnitude_mask);
+    tiny_bits |= bits & SYNET_F64_SIGN;
     /* selections by masks (with ?: GCC kept branches and did not vectorise) */
     const uint64_t is_tiny = -(uint64_t)(magnitude < UINT64_C(0x3810000000000000)); /* 2**-126 */
     const uint64_t chosen = (tiny_bits & is_tiny) | (rounded & ~is_tiny);
-    double narrowed; /* 2**128 and beyond: +-inf in float32 (IEEE 754 overflow) */
+    double narrowed; /* either exact in float32, or 2**128 and beyond: +-inf (IEEE 754 overflow) */
     memcpy(&narrowed, &chosen, 8);
     const uint32_t h = synet_f32_bits((float)narrowed) >> 16;
-    const uint32_t is_nan = -(uint32_t)(magnitude > UINT64_C(0x7FF0000000000000));
+    const uint32_t is_nan = -(uint32_t)(magnitude > SYNET_F64_INF);
     return (uint16_t)(((((uint32_t)(bits >> 48) & 0x8000u) | 0x7FC0u) & is_nan) | (h & ~is_nan));
 }
 
-/* float64 -> bfloat16 bits toward zero: the float32 toward zero of `value` (nearest, stepped back
-   when it rounded away from zero) truncates to the bfloat16 toward zero; inf and NaN pass. */
+/* float64 -> bfloat16 bits toward zero (inf stays inf) */
 static inline uint16_t synet_bf16_truncate_f64(double value)
 {
-    float narrowed;
-    if (isnan(value) || isinf(value)) {
-        narrowed = (float)value;
-    } else if (fabs(value) > 3.4028234663852886e+38) { /* FLT_MAX */
-        narrowed = value > 0 ? 3.4028234663852886e+38f : -3.4028234663852886e+38f;
-    } else {
-        narrowed = (float)value;
-        if (fabs((double)narrowed) > fabs(value))
-            narrowed = nextafterf(narrowed, 0.0f);
-    }
-    return synet_bf16_truncate(synet_f32_bits(narrowed));
+    uint64_t bits;
+    memcpy(&bits, &value, 8);
+    const uint64_t magnitude = bits & ~SYNET_F64_SIGN, e = magnitude >> 52;
+    const uint16_t sign = (uint16_t)((bits >> 48) & 0x8000u);
+    if (magnitude > SYNET_F64_INF) /* NaN: the top 6 payload bits kept, quiet */
+        return (uint16_t)(sign | 0x7FC0u | ((magnitude >> 45) & 0x3Fu));
+    if (magnitude == SYNET_F64_INF)
+        return (uint16_t)(sign | 0x7F80u);
+    if (e >= 1151)
+        return (uint16_t)(sign | 0x7F7Fu);
+    if (e >= 897)
+        return (uint16_t)(sign | ((magnitude >> 45) - (UINT64_C(896) << 7)));
+    const uint64_t m = (magnitude & ((UINT64_C(1) << 52) - 1)) | ((uint64_t)(e > 0) << 52);
+    return (uint16_t)(sign | (m >> (e < 879 ? 63 : 942 - e)));
 }
 
 #endif

@@ -3,7 +3,9 @@
 
 from libc.stdint cimport int64_t, uint16_t
 
-from synet.bf16 cimport bf16_to_float32, float32_to_bf16
+from synet.bf16 cimport (
+    bf16_nearest_from_float64, bf16_to_float32, bf16_truncate_from_float64, float32_to_bf16,
+)
 from synet.capi cimport (
     bf16_round, bf16_widen, deconvolution_buffer_size, deconvolution_plan, deconvolution_run, gather_elements,
     gather_plan, gather_run, quantized_add_plan, quantized_add_run, synet_deconvolution_plan_t,
@@ -30,6 +32,20 @@ def gather_bad_calls(const float[::1] src, const int64_t[::1] idx, float[::1] ds
             gather_elements(&src[0], &idx[0], &dst[0], -1, 1, 1, 1, 4, 8, 1))
 
 
+def gather_nothing_to_do():
+    """Statuses of gathers of no element with NULL pointers: outer 0, idx_count 0, inner 0; and with a negative
+    size."""
+    return (gather_elements(NULL, NULL, NULL, 0, 5, 1, 1, 4, 8, 1),
+            gather_elements(NULL, NULL, NULL, 2, 5, 1, 0, 4, 8, 1),
+            gather_elements(NULL, NULL, NULL, 2, 5, 0, 1, 4, 8, 1),
+            gather_elements(NULL, NULL, NULL, 0, -1, 1, 1, 4, 8, 1))
+
+
+def quantized_add_nothing_to_do(context):
+    """The status of a quantized add of no element (a context of shape (0,)) with NULL pointers."""
+    return quantized_add_run(quantized_add_plan(context), NULL, NULL, NULL, 1)
+
+
 def gather_prepared(context, const float[::1] src, float[::1] dst, int n_threads=2):
     """A gather with the analysed index of a context prepared in Python (set_index)."""
     cdef const synet_gather_plan_t* plan = gather_plan(context)
@@ -48,6 +64,13 @@ def to_bfloat16(const float[::1] x, uint16_t[::1] out):
     with nogil:
         for i in range(x.shape[0]):
             out[i] = float32_to_bf16(x[i])
+
+
+def from_float64(const double[::1] x, uint16_t[::1] out, bint truncate):
+    cdef Py_ssize_t i
+    with nogil:
+        for i in range(x.shape[0]):
+            out[i] = bf16_truncate_from_float64(x[i]) if truncate else bf16_nearest_from_float64(x[i])
 
 
 def from_bfloat16(const uint16_t[::1] x, float[::1] out):
