@@ -213,8 +213,13 @@ cdef class GatherElements:
         if not st.geometry.index_const:
             raise RuntimeError("GatherElements.set_index: the context was made with index_const=False")
         idx = check_buffer(idx, "idx", (st.index_dtype,), st.idx_size)
-        offsets, period = planning.analyse_index(st.geometry, idx)
-        self._state = _new_state(st.geometry, offsets, period, idx.shape)
+        offsets, period = planning.analyse_index(st.geometry, idx)   # (NumPy releases the GIL in there)
+        new = _new_state(st.geometry, offsets, period, idx.shape)
+        # an init or clear meanwhile (another thread) replaced the state these offsets fit: the index would undo
+        # it (the test and the store run without Python code between them, under the GIL)
+        if self._state is not st:
+            raise RuntimeError("GatherElements.set_index: the context was re-initialised during the call")
+        self._state = new
 
     cdef const GatherPlan* plan_of(self) except NULL:
         """The context's gather as a C-level plan (with its analysed index, if set)."""

@@ -388,7 +388,8 @@ activation_params, out_dtype
         sizes = collections.Counter(c for c in x.chunks[0] if not math.isnan(c) and c > 0)
         batch = sizes.most_common(1)[0][0] if sizes else 1
         context = synet.Deconvolution16b(batch, conv)
-        context.set_params(w, bias, activation_params)   # every check of weight, bias and params, now
+        # every check of weight, bias and params, now (the params under the functional form's name)
+        context.set_params(w, bias, _deconvolution_plan.params_array(conv, activation_params, "activation_params"))
         shared = _shared(_Contexts(context, batch), "conv_transpose2d", conv, batch, w, bias, activation_params,
                          keep=True)
         dtype = np.dtype(_deconvolution_plan.BFLOAT16 if conv.dst_type == synet.DataType.BFLOAT16 else np.float32)
@@ -613,16 +614,21 @@ def quantized_add(a, b, *, a_scale=1.0, a_zero=0, b_scale=1.0, b_zero=0, dst_sca
     kwargs = dict(a_scale=a_scale, a_zero=a_zero, b_scale=b_scale, b_zero=b_zero, dst_scale=dst_scale,
                   dst_zero=dst_zero, dst_dtype=dst_dtype, activation=activation,
                   activation_params=activation_params, axis=axis)
-    # the functional form's checks and result dtype, on a probe: full size along the per-axis axes, else <= 1
-    probe = [np.zeros(tuple(int(n) if out_ndim - x.ndim + d in whole else min(1, 1 if math.isnan(n) else int(n))
-                            for d, n in enumerate(x.shape)), x.dtype) for x in operands]
+    # the functional form's checks and result dtype, on a probe: full size along the per-axis axes (and a PRELU's
+    # channel axis, whose size its message on missing slopes gives), else <= 1
+    probed = whole | ({1} if prelu and out_ndim >= 2 else set())
+    probe = [np.zeros(tuple(int(n) if out_ndim - x.ndim + d in probed and not math.isnan(n) else
+                            min(1, 1 if math.isnan(n) else int(n)) for d, n in enumerate(x.shape)), x.dtype)
+             for x in operands]
     try:
         dtype = synet.quantized_add(*probe, **kwargs).dtype
     except ValueError as error:   # named with the caller's shapes, not the probe's
         message = str(error)
-        for name, x, p in zip("ab", operands, probe):
-            message = re.sub(rf"({name}'s (?:shape|size along axis \d+ of) ){re.escape(str(p.shape))}",
-                             lambda found, shape=x.shape: f"{found.group(1)}{shape}", message)
+        dst_shape = tuple(n if math.isnan(n) else int(n) for n in out_shape)
+        for name, shape, probe_shape in (*zip("ab", (x.shape for x in operands), (p.shape for p in probe)),
+                                         ("dst", dst_shape, np.broadcast_shapes(*(p.shape for p in probe)))):
+            message = re.sub(rf"({name}'s (?:shape|size along axis \d+ of) ){re.escape(str(probe_shape))}",
+                             lambda found, shape=shape: f"{found.group(1)}{shape}", message)
         raise ValueError(message) from None
     chunks = []
     for dim in range(out_ndim):

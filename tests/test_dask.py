@@ -374,6 +374,32 @@ def test_quantized_add_errors_name_the_callers_shapes():
         sd.quantized_add(a, a, a_scale=scales[:5], axis=1)
 
 
+def _eager_message(function, *args, **kwargs) -> str:
+    with pytest.raises(ValueError) as info:
+        function(*args, **kwargs)
+    return str(info.value)
+
+
+def test_activation_and_dst_errors_are_the_eager_messages():
+    """conv_transpose2d's activation_params errors named set_params' "params"; quantized_add's named the probe's
+    dst shape, (1, 8, 1), and a PRELU without slopes asked for "1 per-channel values" (the probe's channels)."""
+    r = rng(10)
+    x = r.standard_normal((4, 6, 5, 4)).astype(np.float32)
+    w = r.standard_normal((6, 3, 3, 3)).astype(np.float32)
+    a = r.integers(0, 256, (6, 8, 5)).astype(np.uint8)
+    lazy_x, lazy_a = da.from_array(x, chunks=(2, -1, -1, -1)), da.from_array(a, chunks=2)
+    for kwargs in (dict(activation="prelu", activation_params=[1.0, 2.0]), dict(activation="prelu"),
+                   dict(activation="elu", activation_params="x")):
+        message = _eager_message(synet.conv_transpose2d, x, w, **kwargs)
+        assert message.startswith("activation_params: ")
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            sd.conv_transpose2d(lazy_x, w, **kwargs)
+    for kwargs in (dict(dst_scale=np.ones(3)), dict(activation="prelu"), dict(activation="prelu", axis=1)):
+        message = _eager_message(synet.quantized_add, a, a, **kwargs)
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            sd.quantized_add(lazy_a, lazy_a, **kwargs)
+
+
 def test_index_error_at_compute_names_the_global_position():
     r = rng(8)
     data = r.standard_normal((6, 8, 5)).astype(np.float32)

@@ -516,6 +516,30 @@ def test_one_context_from_many_threads():
     assert not failures
 
 
+def test_set_index_does_not_undo_an_init_made_meanwhile(monkeypatch):
+    """set_index analyses its index without holding the GIL throughout (NumPy releases it): an init from
+    another thread in between was silently undone (the old geometry came back with the index). Now set_index
+    raises, as Deconvolution16b.set_params does, and the init stands. (Another thread's init is simulated
+    between the analysis and the store.)"""
+    from synet import _gather_plan
+    gather = synet.GatherElements("float32", "int32", True, 1, [2], 4, 1, 3)
+    analyse = _gather_plan.analyse_index
+
+    def analyse_then_init(geometry, idx):
+        result = analyse(geometry, idx)
+        gather.init("uint8", "int32", True, 7, [2], 4, 1, 3)
+        return result
+
+    monkeypatch.setattr(_gather_plan, "analyse_index", analyse_then_init)
+    with pytest.raises(RuntimeError, match=r"^GatherElements.set_index: the context was re-initialised during "
+                                           r"the call$"):
+        gather.set_index(np.zeros(6, np.int32))
+    assert gather.index_users == 7 and gather.internal_buffer_size() == 0
+    src = np.arange(8, dtype=np.uint8)
+    np.testing.assert_array_equal(gather.forward(src, np.array([0, 2, 1, 3, 1, 0], np.int32)),
+                                  src.reshape(2, 4)[[[0], [1]], [[0, 2, 1], [3, 1, 0]]].ravel())
+
+
 def test_context_errors():
     gather = synet.GatherElements()
     assert not gather.enable()
