@@ -35,9 +35,9 @@ cdef int gather_elements(const void* src, const void* idx, void* dst, Py_ssize_t
     plan.offsets, plan.offsets_size, plan.period, plan.idx_period = NULL, 0, 0, 0
     if bad_threads(n_threads) or (idx == NULL and outer != 0 and idx_count != 0 and inner != 0):
         return SYNET_VALUE_ERROR
-    # (a NULL idx asks _gather_run for an analysed index: with nothing to gather, the pointers may be NULL, as
-    # bf16_round's may; the sizes are still checked)
-    return _gather_run(&plan, src, idx if idx != NULL else <const void*>&plan, dst, n_threads)
+    # (with nothing to gather the pointers may be NULL, as bf16_round's may: _gather_run checks the sizes and
+    # returns before it looks at them)
+    return _gather_run(&plan, src, idx, dst, n_threads)
 
 
 cdef const synet_quantized_add_plan_t* quantized_add_plan(object context) except NULL:

@@ -167,8 +167,9 @@ SYNET_INLINE float phase_scalar(const float *s, const int64_t *toff, const float
 /* lo, hi = a[0], b[0], a[1], b[1], ...: the outputs of a pair's two phases in column order */
 SYNET_INLINE void interleave(vfloat a, vfloat b, vfloat *lo, vfloat *hi)
 {
-#if VW == 8 && SYNET_AVX2 /* the 64-bit pairs of each in order 0, 2, 1, 3 first: then the in-lane unpacks interleave them
-                  (the compiler's vunpck, vinsertf128 and vperm2f128 are 14 micro-ops on AMD Zen 1 against 10) */
+#if VW == 8 && SYNET_AVX2 /* the 64-bit pairs of each in order 0, 2, 1, 3 first, then the in-lane unpacks
+                             interleave them (GCC's vunpck, vinsertf128 and vperm2f128: 14 micro-ops on AMD
+                             Zen 1, against 10) */
     a = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(a), 0xD8));
     b = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(b), 0xD8));
     *lo = _mm256_unpacklo_ps(a, b);

@@ -273,9 +273,9 @@ static void deconv_store(const float *acc, synet_size mstride, synet_size M, syn
 #define CONVERT_AHEAD 2048 /* bytes: how far ahead of its loads deconv_convert_run prefetches the source */
 
 /* d[i] = bf16(s[i]) for i < n, as BF16 bits (f32 0) or as their FP32 values (f32 1; NaNs canonical_nan_f's: see
-   deconvolution_depthwise.c's store_sums). Rounding FP32,
-   the source is prefetched CONVERT_AHEAD bytes ahead, inside its first `s_bytes` (the rows the caller
-   converts next: the depthwise kernels' padded copies waited on their loads; D4 0.952x, D4h 0.956x the time) */
+   deconvolution_depthwise.c's store_sums). Rounding FP32, the source is prefetched CONVERT_AHEAD bytes ahead,
+   inside its first `s_bytes` (the rows the caller converts next: the depthwise kernels' padded copies waited
+   on their loads; D4 0.952x, D4h 0.956x the time) */
 static void deconv_convert_run(const void *s, int src_bf16, void *d, int f32, synet_size n, synet_size s_bytes)
 {
     if (f32) {
