@@ -32,6 +32,7 @@ from synet._cache cimport PlanCache
 from synet._kernels cimport amx_ready, bf16_dot_preferred, call_threads, kernel_level
 
 import copy
+import copyreg
 import math
 import threading
 
@@ -564,9 +565,14 @@ cdef class Deconvolution16b:
     def __reduce__(self):
         """Pickles init's arguments and set_params' data: the weights (BF16-rounded, in the caller's
         layout, stored as bfloat16 — exact, half the bytes of float32), bias and activation parameters,
-        never the packed buffers; unpickling re-runs init and set_params for the CPU it lands on."""
+        never the packed buffers; unpickling re-runs init and set_params for the CPU it lands on. The class
+        travels too, and a Python subclass's attributes (its ``__dict__``), as pickle does for any object:
+        the copy is made by the class's ``__new__``, not its ``__init__``."""
+        cls = type(self)
+        attributes = getattr(self, "__dict__", None) or None
         if self._state is None:   # an uninitialised context of the same class
-            return type(self), ()
+            reduced = (copyreg.__newobj__, (cls,))
+            return reduced if attributes is None else reduced + (attributes,)
         cdef _State st = <_State>self._state
         data = None
         if st.weights is not None:
@@ -575,24 +581,32 @@ cdef class Deconvolution16b:
             if not (bits & 0xFFFF).any():   # bfloat16 values (NaN payloads included): the same bits as bfloat16
                 w = (bits >> 16).astype(np.uint16).view(BFLOAT16)
             data = (w, st.weights.bias, st.weights.params)
-        return _restore, (PICKLE_VERSION, st.key, data)
+        reduced = (_restore, (PICKLE_VERSION, st.key, data, cls))
+        return reduced if attributes is None else reduced + (attributes,)
 
 
 PICKLE_VERSION = 1
 _EITHER_CLASS = "Deconvolution16b or Deconvolution3d16b"   # before the state says which
 
 
-def _restore(version, key, data):
-    """Rebuilds a pickled Deconvolution16b (see Deconvolution16b.__reduce__); ValueError / TypeError
-    naming what does not fit for a state it did not make."""
+def _restore(version, key, data, cls=None):
+    """Rebuilds a pickled Deconvolution16b (see Deconvolution16b.__reduce__) of class `cls` (None: the one
+    its geometry says, as pickles without a class have it); ValueError / TypeError naming what does not
+    fit for a state it did not make. init and set_params are the base class's (a subclass's overrides are
+    not called: they would not get the data they were written for)."""
     if version != PICKLE_VERSION:
         raise ValueError(f"{_EITHER_CLASS} pickle: state version {version!r} is not {PICKLE_VERSION} "
                          f"(made by another synet version)")
     if key is not None and (not isinstance(key, tuple) or len(key) != 3):
         raise ValueError(f"{_EITHER_CLASS} pickle: expected (batch, conv, compatibility), got {key!r:.80}")
-    context = Deconvolution3d16b() if key is not None and isinstance(key[1], ConvParams3d) else Deconvolution16b()
+    base = Deconvolution3d16b if key is not None and isinstance(key[1], ConvParams3d) else Deconvolution16b
+    if cls is None:
+        cls = base
+    elif not (isinstance(cls, type) and issubclass(cls, base)):
+        raise TypeError(f"{base.__name__} pickle: expected a {base.__name__} class, got {cls!r:.80}")
+    context = cls.__new__(cls)
     if key is not None:
-        context.init(*key)
+        base.init(context, *key)
         if data is not None:
             if not isinstance(data, tuple) or len(data) != 3:
                 raise ValueError(f"{type(context).__name__} pickle: expected (weight, bias, params)")
@@ -603,7 +617,7 @@ def _restore(version, key, data):
                     raise TypeError(f"{type(context).__name__} pickle: {name}: expected a "
                                     f"{' or '.join(map(str, dtypes))} array, got {type(value).__name__}"
                                     f"{'' if not isinstance(value, np.ndarray) else ' of ' + str(value.dtype)}")
-            context.set_params(*data)
+            base.set_params(context, *data)
     elif data is not None:
         raise ValueError(f"{_EITHER_CLASS} pickle: weights without a geometry")
     return context

@@ -285,8 +285,8 @@ class _Contexts:
         with self._lock:
             context = self._others.get(n)
             if context is None:
-                restore, (version, key, data) = self.context.__reduce__()
-                context = self._others[n] = restore(version, (n, *key[1:]), data)
+                restore, (version, key, data, cls) = self.context.__reduce__()
+                context = self._others[n] = restore(version, (n, *key[1:]), data, cls)
             return context
 
 

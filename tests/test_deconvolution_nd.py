@@ -629,9 +629,9 @@ def test_3d_context_messages_name_its_class():
     with pytest.raises(RuntimeError, match=r"^Deconvolution3d16b.forward: call set_params\(\) before forward\(\)$"):
         deconv.forward(np.zeros((1, 1, 1, 1, 1), np.float32))
     deconv.set_params(np.ones((1, 1, 1, 1, 1), np.float32))
-    restore, (version, key, data) = deconv.__reduce__()
+    restore, (version, key, data, cls) = deconv.__reduce__()
     with pytest.raises(TypeError, match=r"^Deconvolution3d16b pickle: weight: expected a float32"):
-        restore(version, key, (data[0].astype(np.float64), None, None))
+        restore(version, key, (data[0].astype(np.float64), None, None), cls)
 
 
 def test_each_rank_checks_its_own_arguments():

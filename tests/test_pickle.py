@@ -234,6 +234,62 @@ def test_conv_property_is_a_copy(cls, conv, x_shape):
     np.testing.assert_array_equal(d.forward(x), y)
 
 
+class Upsampler(Deconvolution16b):
+    """A user's subclass: an __init__ of its own (other arguments than the base's), attributes, a method."""
+
+    def __init__(self, channels, scale):
+        super().__init__(1, ConvParams.deconvolution(channels, 3, 3, channels, kernel=scale, stride=scale))
+        self.scale = scale
+        self.calls = 0
+
+    def __call__(self, x):
+        self.calls += 1
+        return self.forward(x)
+
+
+class Tagged(synet.Deconvolution16b):
+    __slots__ = ()   # no __dict__: nothing but the class to keep
+
+
+def test_subclasses_pickle_as_themselves():
+    """An initialised Python subclass of Deconvolution16b came back from pickle as a Deconvolution16b: its class,
+    methods and attributes lost (the state was rebuilt by the base class). Now the class and the instance's
+    __dict__ travel; the copy is made by __new__ (the subclass's __init__ takes other arguments) and its
+    geometry and weights by the base class's init and set_params."""
+    rng = np.random.default_rng(9)
+    up = Upsampler(4, 2)
+    up.set_params(rng.standard_normal(64).astype(np.float32))
+    x = rng.standard_normal((1, 4, 3, 3)).astype(np.float32)
+    y = up(x)
+    for other in copies(up):
+        assert type(other) is Upsampler and other.scale == 2 and other.calls == 1
+        assert same_bits(other(x), y) and other.calls == 2 and up.calls == 1
+    fresh = Upsampler(4, 2)   # initialised, no weights
+    for other in copies(fresh):
+        assert type(other) is Upsampler and other.calls == 0 and other.conv == fresh.conv
+    blank = Upsampler.__new__(Upsampler)   # not initialised (made as pickle makes it), an attribute
+    blank.note = "x"
+    for other in copies(blank):
+        assert type(other) is Upsampler and other.note == "x" and other.conv is None
+    tagged = Tagged(1, ConvParams.deconvolution(4, 3, 3, 4, kernel=2, stride=2))
+    tagged.set_params(rng.standard_normal(64).astype(np.float32))
+    for other in copies(tagged):
+        assert type(other) is Tagged and same_bits(other.forward(x), tagged.forward(x))
+    assert len(pickle.dumps(tagged)) <= 64 * 2 + SMALL
+
+
+def test_pickles_without_a_class_still_load():
+    """A pickle of the earlier format (no class in the state: the geometry chose it) loads as before."""
+    d = Deconvolution16b(1, CONV)
+    d.set_params(np.arange(96, dtype=np.float32))
+    restore, (version, key, data, cls) = d.__reduce__()
+    assert cls is Deconvolution16b
+    for other in (pickle.loads(forged(restore, version, key, data)), pickle.loads(forged(restore, version, key, None))):
+        assert type(other) is Deconvolution16b and other.conv == CONV
+    conv3 = synet.ConvParams3d.deconvolution(2, 2, 2, 2, 3, kernel=2, stride=2)
+    assert type(pickle.loads(forged(restore, version, (1, conv3, 0), None))) is synet.Deconvolution3d16b
+
+
 def test_copies_are_independent():
     rng = np.random.default_rng(5)
     conv = ConvParams.deconvolution(4, 3, 3, 4, kernel=2, stride=2)
@@ -450,6 +506,13 @@ GARBAGE = [
                                (W, None, np.zeros(2, np.float32))), ValueError, "params"),
     (_deconvolution._restore, (1, None, (W, None, None)), ValueError,
      "^Deconvolution16b or Deconvolution3d16b pickle: weights without a geometry"),
+    (_deconvolution._restore, (1, (1, CONV, 0), None, GatherElements), TypeError,
+     r"^Deconvolution16b pickle: expected a Deconvolution16b class, got <class 'synet._gather.GatherElements'>$"),
+    (_deconvolution._restore, (1, (1, CONV, 0), None, "Deconvolution16b"), TypeError,
+     r"^Deconvolution16b pickle: expected a Deconvolution16b class, got 'Deconvolution16b'$"),
+    (_deconvolution._restore, (1, (1, synet.ConvParams3d.deconvolution(2, 2, 2, 2, 3, kernel=2, stride=2), 0), None,
+                               Deconvolution16b), TypeError,
+     r"^Deconvolution3d16b pickle: expected a Deconvolution3d16b class, got <class 'synet._deconvolution"),
 ]
 
 
