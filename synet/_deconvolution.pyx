@@ -720,8 +720,8 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
         call, act_params = checked
         conv, n, _, shape, kind = planning.functional_geometry(call, x.shape, w.shape)
         dst_dtypes = (BFLOAT16, UINT16) if call.dst_type == DataType.BFLOAT16 else (_FLOAT32,)
-        if kind == "empty":
-            entry = (None, None, shape, dst_dtypes)
+        if kind == "empty":   # (no geometry: the weights and bias are checked against dst_c at each call)
+            entry = (None, call.dst_c, shape, dst_dtypes)
             if n == 0 and len(x.shape) == dims + 2:   # an empty batch: the geometry of a batch of one, so that its
                 one, _, _, _, one_kind = planning.functional_geometry(call, (1, *x.shape[1:]), w.shape)
                 if one_kind == "run":   # arguments are checked as that batch's (the plan's size now, the weights
@@ -749,6 +749,7 @@ cdef object _conv_transpose(int dims, x, weight, bias, stride, padding, output_p
             not (cnp.PyArray_Check(bias) and overlaps(out, bias))):
         out = check_out(out, shape, dst_dtypes, _inputs(x, bias))   # raises the message
     if geometry is None:   # an empty output: the right shape, no kernel
+        planning.check_without_geometry(w, bias, prm)
         return out if out is not None else np.empty(shape, dst_dtypes[0])
     geo = <_Geometry>geometry
     weights = _new_weights(geo, w, bias, prm, threads, False)

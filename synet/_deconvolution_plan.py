@@ -737,6 +737,15 @@ def weight_array(weight: object, planned: DeconvolutionPlan) -> np.ndarray:
     return w if w.flags.aligned else w.copy()   # (the packing reads whole floats)
 
 
+def check_without_geometry(weight: object, bias: object, dst_c: int) -> None:
+    """A functional call with an empty output and no geometry to plan (a spatial axis of size 0): its weights'
+    element type and its bias checked as a call that computes checks them (ValueError / TypeError)."""
+    w = native(as_array(weight, "weight"))
+    check_reals(w.view(BFLOAT16) if w.dtype == UINT16 else w, "weight", "fiu")
+    if bias is not None:
+        bias_array(bias, dst_c)
+
+
 def bias_array(bias: object, dst_c: int) -> np.ndarray:
     if bias is None:
         return np.zeros(dst_c, np.float32)

@@ -331,6 +331,8 @@ def test_errors_are_eager_with_the_functional_forms_messages():
         (lambda: sd.conv_transpose2d(x, w, groups=4), ValueError, "groups"),
         (lambda: sd.conv_transpose2d(x, w, output_padding=2), ValueError, "output_padding"),
         (lambda: sd.conv_transpose2d(x, w, bias=np.zeros(3)), ValueError, "bias: expected 2 elements"),
+        (lambda: sd.conv_transpose2d(x[:, :, :0], w, bias=np.zeros(3), stride=3), ValueError,
+         "bias: expected 2 elements"),   # (a spatial axis of size 0: an empty output, checked all the same)
         (lambda: sd.conv_transpose2d(x, w, activation="prelu"), ValueError, "params"),
         (lambda: sd.conv_transpose2d(x, w, layout="NCDHW"), ValueError, "layout"),
         (lambda: sd.conv_transpose2d(x.astype(np.complex64), w), ValueError, "x: expected real numbers"),

@@ -2,6 +2,7 @@
 (and PyTorch in float64 where installed); 1-D and 3-D agree bit for bit with the 2-D form."""
 
 import contextlib
+import functools
 import os
 import pickle
 import subprocess
@@ -650,6 +651,30 @@ def test_each_rank_checks_its_own_arguments():
         first()
         with pytest.raises(ValueError, match=message):
             second()
+
+
+@pytest.mark.parametrize("form, x_shape, w_shape, shape", [
+    (synet.conv_transpose1d, (2, 3, 0), (3, 2, 3), (2, 2, 0)),
+    (synet.conv_transpose2d, (2, 3, 4, 0), (3, 2, 3, 3), (2, 2, 12, 0)),
+    (synet.conv_transpose2d, (0, 3, 0, 4), (3, 2, 3, 3), (0, 2, 0, 12)),
+    (synet.conv_transpose3d, (1, 3, 2, 0, 2), (3, 2, 3, 3, 3), (1, 2, 6, 0, 6)),
+    (synet.conv_transpose2d, (3, 0, 4), (3, 2, 3, 3), (2, 0, 12))])
+def test_an_empty_spatial_axis_checks_weights_and_bias(form, x_shape, w_shape, shape):
+    """An input with a spatial axis of size 0 and an empty output (kernel = stride: no geometry to plan)
+    accepted a bias of the wrong size and bool weights (the empty batch and every other call raise), and so
+    synet.dask raised them only at compute time, from the chunks."""
+    x, w = np.ones(x_shape, np.float32), np.ones(w_shape, np.float32)
+    form = functools.partial(form, stride=3)
+    assert form(x, w, np.ones(2, np.float32)).shape == shape
+    for _ in range(2):   # the first call plans, the second finds the plan
+        with pytest.raises(ValueError, match=r"^bias: expected 2 elements \(dstC\), got 7$"):
+            form(x, w, np.ones(7, np.float32))
+        with pytest.raises(ValueError, match="^bias: expected real numbers"):
+            form(x, w, np.ones(2, np.complex64))
+        with pytest.raises(ValueError, match="^weight: expected real numbers, got dtype bool"):
+            form(x, w.astype(bool))
+    assert form(x, w.astype(BF16)).shape == shape   # (bfloat16 weights, raw uint16 bits too)
+    assert form(x, w.astype(BF16).view(np.uint16)).shape == shape
 
 
 @pytest.mark.parametrize("form, x_shape, w_shape", [
