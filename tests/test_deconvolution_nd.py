@@ -653,6 +653,17 @@ def test_each_rank_checks_its_own_arguments():
             second()
 
 
+def assert_refuses_bad_weights_and_bias(form, x, w, dst_c):
+    """form(x, ...) raises for a bias of another size or type and for bool weights, planning and then cached."""
+    for _ in range(2):   # the first call plans, the second finds the plan
+        with pytest.raises(ValueError, match=rf"^bias: expected {dst_c} elements \(dstC\), got 7$"):
+            form(x, w, np.ones(7, np.float32))
+        with pytest.raises(ValueError, match="^bias: expected real numbers"):
+            form(x, w, np.ones(dst_c, np.complex64))
+        with pytest.raises(ValueError, match="^weight: expected real numbers, got dtype bool"):
+            form(x, w.astype(bool))
+
+
 @pytest.mark.parametrize("form, x_shape, w_shape, shape", [
     (synet.conv_transpose1d, (2, 3, 0), (3, 2, 3), (2, 2, 0)),
     (synet.conv_transpose2d, (2, 3, 4, 0), (3, 2, 3, 3), (2, 2, 12, 0)),
@@ -666,13 +677,7 @@ def test_an_empty_spatial_axis_checks_weights_and_bias(form, x_shape, w_shape, s
     x, w = np.ones(x_shape, np.float32), np.ones(w_shape, np.float32)
     form = functools.partial(form, stride=3)
     assert form(x, w, np.ones(2, np.float32)).shape == shape
-    for _ in range(2):   # the first call plans, the second finds the plan
-        with pytest.raises(ValueError, match=r"^bias: expected 2 elements \(dstC\), got 7$"):
-            form(x, w, np.ones(7, np.float32))
-        with pytest.raises(ValueError, match="^bias: expected real numbers"):
-            form(x, w, np.ones(2, np.complex64))
-        with pytest.raises(ValueError, match="^weight: expected real numbers, got dtype bool"):
-            form(x, w.astype(bool))
+    assert_refuses_bad_weights_and_bias(form, x, w, 2)
     assert form(x, w.astype(BF16)).shape == shape   # (bfloat16 weights, raw uint16 bits too)
     assert form(x, w.astype(BF16).view(np.uint16)).shape == shape
 
@@ -687,13 +692,7 @@ def test_an_empty_batch_is_checked_as_a_batch_of_one(form, x_shape, w_shape):
     x, w = np.ones(x_shape, np.float32), np.ones(w_shape, np.float32)
     dims = len(x_shape) - 2
     assert form(x, w, np.ones(1, np.float32)).shape == (0, 1, *(s + 2 for s in x_shape[2:]))
-    for _ in range(2):   # the first call plans, the second finds the plan
-        with pytest.raises(ValueError, match=r"bias: expected 1 elements \(dstC\), got 7"):
-            form(x, w, np.ones(7, np.float32))
-        with pytest.raises(ValueError, match="bias: expected real numbers"):
-            form(x, w, np.ones(1, np.complex64))
-        with pytest.raises(ValueError, match="weight: expected real numbers, got dtype bool"):
-            form(x, w.astype(bool))
+    assert_refuses_bad_weights_and_bias(form, x, w, 1)
     with pytest.raises(ValueError, match="padding: .* leaves an output of"):
         form(x, w, padding=9)
     with pytest.raises(ValueError, match="conv: the (geometry needs|dst tensor of)"):
