@@ -13,7 +13,7 @@
    NaN, the same bits. So the stores of their own sums skip canonical_nan_vf (D4 took 1.09x the time with it);
    elsewhere the default NaN is another one. */
 #if defined(__x86_64__) || defined(__i386__)
-#define store_sums store_vf_as_is
+#define store_sums store_vf_canonical
 #else
 #define store_sums store_vf
 #endif
