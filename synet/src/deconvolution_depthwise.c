@@ -18,6 +18,9 @@
 #define store_sums store_vf
 #endif
 
+/* Whether the level's kernels can store BF16 outputs themselves (see direct_bf16) */
+#define DIRECT_BF16 (SYNET_AVX512 || SYNET_AVX2)
+
 #define DW_COLS 1024 /* output columns of one channels-first row assembled at a time */
 #define DW_BUFFER 2048 /* floats a channel of the row buffer: 16 rows of 128, 8 of 256 (4 rows a phase, as
                           planar_rows' blocks want; with 1024, NHWC 64 -> 1 at 64 x 64 2.1x slower) */
@@ -446,7 +449,7 @@ SYNET_INLINE void planar_pair_rows(const phase_rows *q, int64_t i, vfloat *a, vf
 }
 
 /* The whole vectors of q's rows (all its channels), R rows and XB vectors (of each phase) at a time, for many
-   taps; sets q's done_rows and done_x (the rest are phase_run's). bf16: q->bf16 with AVX-512, tested at each
+   taps; sets q's done_rows and done_x (the rest are phase_run's). bf16: q->bf16 (direct_bf16), tested at each
    store (a store for ntaps x CO multiply-adds), not compiled twice. MARCH: the sums of a planar_pair_marches
    pair by planar_pair_rows (CO 1, R PLANAR_PAIR_ROWS, XB 1). */
 SYNET_INLINE void planar_block_rows(phase_rows *q, int64_t full, int bf16, const int pair, const int CO, const int R,
@@ -509,7 +512,7 @@ SYNET_INLINE void planar_blocks(phase_rows *q, int64_t full, int bf16, const int
    planar_pair_rows. */
 static __attribute__((noinline)) void planar_rows(phase_rows *q, int64_t full, const int pair)
 {
-    const int bf16 = SYNET_AVX512 && q->bf16;
+    const int bf16 = DIRECT_BF16 && q->bf16;
     if (VW == 16 && pair && planar_pair_marches(q)) {
         planar_block_rows(q, full, bf16, 1, 1, PLANAR_PAIR_ROWS, 1, 1);
         return;
@@ -617,11 +620,11 @@ static int pair_marches(const phase_rows *q)
 }
 
 /* phase_run with the tap count unrolled for the common small ones (equal in both phases of a pair), and
-   pairs of 4 taps that share (stride 2, kernel 4, odd padding) on their own; BF16 outputs come here with
-   AVX-512 only (depthwise_plane). One channel; n: the taps unrolled, 0 for none. */
+   pairs of 4 taps that share (stride 2, kernel 4, odd padding) on their own; BF16 outputs come here where
+   direct_bf16 says only. One channel; n: the taps unrolled, 0 for none. */
 static void phase_channel(const phase_rows *q, int pair, int64_t n)
 {
-    const int bf16 = SYNET_AVX512 && q->bf16;
+    const int bf16 = DIRECT_BF16 && q->bf16;
     if (pair && n == 4 && pair_shares_taps(q)) {
         if (VW >= 8 && pair_marches(q)) /* (4 lanes in 16 registers: D4 at baseline 1.11x slower) */
             bf16 ? phase_run(q, 1, 4, 1, 2) : phase_run(q, 1, 4, 0, 2);
@@ -666,6 +669,20 @@ static void phase_columns(phase_rows *q, int pair)
         c.bias += k;
         phase_channel(&c, pair, n);
     }
+}
+
+/* Whether a channels-first plan's kernels store BF16 outputs themselves rather than through the row buffer and
+   the epilogue: with AVX-512; at avx2 where every phase has too many taps to unroll (planar_rows' blocks: AMD
+   Zen 1, "synet bf16", D8 0.82x the time; the unrolled kernels took D9 1.08x, D4 1.0x); not at the baseline
+   (rounding the interleaved vectors as they are stored made D4 with BF16 output 1.25x slower there) */
+static int direct_bf16(const synet_deconv_plan *p)
+{
+    if (!DIRECT_BF16)
+        return 0;
+    for (synet_size phase = 0; !SYNET_AVX512 && phase < p->stride_z * p->stride_y * p->stride_x; ++phase)
+        if (unrolled_taps(p->phase_taps[phase]))
+            return 0;
+    return 1;
 }
 
 /* The outputs rx - pad_left + stride_x * m of phase rx that fall in columns [x0, x1): m in [*m0, *m1). */
@@ -821,10 +838,8 @@ static void depthwise_plane(const synet_deconv_plan *p, const void *src, float *
     for (synet_size x0 = 0; x0 < p->dst_w; x0 += DW_COLS) { /* (DW_COLS even: x0 is) */
         const synet_size width = SYNET_MIN(p->dst_w - x0, (synet_size)DW_COLS);
         /* finished in dst itself (finish_mode) where the phases are vectors (stride_x <= 2), BF16 outputs
-           only with AVX-512 (store_pair_bf16; rounding the interleaved vectors as they are stored made D4
-           with BF16 output 1.25x slower at baseline and gained nothing at AVX2); else assembled in the
-           buffer, then stored by the epilogue */
-        const int mode = !p->nhwc && p->stride_x <= 2 && (SYNET_AVX512 || !p->dst_bf16) ? finish_mode(p) : 0;
+           where direct_bf16 says; else assembled in the buffer, then stored by the epilogue */
+        const int mode = !p->nhwc && p->stride_x <= 2 && (!p->dst_bf16 || direct_bf16(p)) ? finish_mode(p) : 0;
         /* whole rows, every output row of the plane in order (the plan sorts them): all of them when they
            go to dst (each phase's rows in one call, its weights and tap pointers set up once: D4 0.18 ->
            0.155 ms), as many as the buffer holds when they go through it; otherwise one row at a time */
