@@ -322,7 +322,12 @@ def _restore(version, args, index, index_shape):
             geometry = (<_GatherState>context._state).geometry
             if not geometry.index_const:
                 raise ValueError("GatherElements pickle: an index for a context made with index_const=False")
-            context.set_index(planning.index_for_set_index(index, geometry, index_shape))
+            restored = planning.index_for_set_index(index, geometry, index_shape)
+            if isinstance(restored, tuple):   # the analysed state itself
+                offsets, period, shape = restored
+                context._state = _new_state(geometry, offsets, period, shape)
+            else:
+                context.set_index(restored)
         elif index_shape is not None:
             raise ValueError("GatherElements pickle: an index shape without an index")
     return context

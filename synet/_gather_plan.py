@@ -123,20 +123,8 @@ def analyse_index(geo: GatherGeometry, idx: np.ndarray) -> tuple[np.ndarray, int
     chunk's temporaries, not copies of the whole index (whole-array NumPy took 3-7x the index's bytes).
     Raises IndexError for the first index outside [-src_count, src_count).
     """
-    flat = idx.reshape(-1)
-    count, inner = geo.src_count, max(geo.inner, 1)
-    offsets = np.empty(flat.size, np.int32 if count * geo.inner <= INT32_MAX else np.int64)
-    lanes = np.arange(inner, dtype=np.int64)
-    chunk = max(ANALYSE_CHUNK // inner, 1) * inner   # whole rows of `inner`: lane i of each at column i
-    for start in range(0, flat.size, chunk):
-        part = flat[start:start + chunk].astype(np.int64)
-        if ((part < -count) | (part >= count)).any():
-            raise index_error(part, count, start)
-        np.add(part, count, out=part, where=part < 0)
-        part *= inner
-        rows = part.reshape(-1, inner)
-        rows += lanes
-        offsets[start:start + part.size] = part
+    offsets = offsets_of(idx, geo)
+    chunk = _chunk(geo)
     row = geo.idx_count * geo.inner
     period = geo.outer_size
     for split in range(len(geo.outer), 0, -1):  # the most repeated first
@@ -154,6 +142,32 @@ def analyse_index(geo: GatherGeometry, idx: np.ndarray) -> tuple[np.ndarray, int
     return (kept.copy() if kept.size < offsets.size else offsets), period
 
 
+def _chunk(geo: GatherGeometry) -> int:
+    """Index elements converted at a time: whole rows of `inner` (lane i of each at column i)."""
+    inner = max(geo.inner, 1)
+    return max(ANALYSE_CHUNK // inner, 1) * inner
+
+
+def offsets_of(idx: np.ndarray, geo: GatherGeometry) -> np.ndarray:
+    """The src offsets c * inner + i of index values c (negatives normalised; int32 when they fit), chunk by
+    chunk; IndexError for the first value outside [-src_count, src_count)."""
+    flat = idx.reshape(-1)
+    count, inner = geo.src_count, max(geo.inner, 1)
+    offsets = np.empty(flat.size, np.int32 if count * geo.inner <= INT32_MAX else np.int64)
+    lanes = np.arange(inner, dtype=np.int64)
+    chunk = _chunk(geo)
+    for start in range(0, flat.size, chunk):
+        part = flat[start:start + chunk].astype(np.int64)
+        if ((part < -count) | (part >= count)).any():
+            raise index_error(part, count, start)
+        np.add(part, count, out=part, where=part < 0)
+        part *= inner
+        rows = part.reshape(-1, inner)
+        rows += lanes
+        offsets[start:start + part.size] = part
+    return offsets
+
+
 def index_of_offsets(offsets: np.ndarray, geo: GatherGeometry, period: int) -> np.ndarray:
     """The index of the `period` outer slices an analysis kept (offsets c * inner + i -> c), in the
     context's index dtype (the values are normalised, in [0, src_count), so they fit it)."""
@@ -161,9 +175,12 @@ def index_of_offsets(offsets: np.ndarray, geo: GatherGeometry, period: int) -> n
     return (offsets.astype(np.int64).reshape(-1, inner) // inner).reshape(period, -1).astype(geo.index_dtype)
 
 
-def index_for_set_index(index: object, geo: GatherGeometry, index_shape: object) -> np.ndarray:
-    """A pickled index (the kept slices) tiled back to a full index of the geometry's type and size, in
-    `index_shape` (the shape set_index was given).
+def index_for_set_index(index: object, geo: GatherGeometry, index_shape: object) -> np.ndarray | tuple:
+    """A pickled index (the kept slices) as (offsets, period, index_shape), the state set_index of the full
+    index would make, where its slices are a period analyse_index can find (every pickle synet makes; the full
+    index is never built: a 289-byte pickle of an index repeated over a large outer took 402 MiB and 0.5 s);
+    otherwise tiled back to a full index of the geometry's type and size, in `index_shape` (the shape set_index
+    was given), for set_index to analyse.
 
     ValueError unless it is an int32 / int64 array [period, idx_count * inner] with period dividing
     prod(outer) and every value in [0, src_count) (as index_of_offsets makes it), and index_shape a tuple of
@@ -186,8 +203,15 @@ def index_for_set_index(index: object, geo: GatherGeometry, index_shape: object)
         raise ValueError(f"GatherElements pickle: index values in [{kept.min()}, {kept.max()}] are outside "
                          f"[0, src_count = {geo.src_count})")
     shape = _checked_index_shape(index_shape, geo)
+    if kept.shape[0] in split_periods(geo):   # what set_index of the tiled index would keep: its offsets only
+        return offsets_of(kept, geo), kept.shape[0], shape
     full = np.tile(kept, (geo.outer_size // kept.shape[0], 1))
     return np.ascontiguousarray(full, geo.index_dtype).reshape(shape)
+
+
+def split_periods(geo: GatherGeometry) -> set:
+    """The periods analyse_index can find: prod(outer[split:]) for each split of the outer dimensions."""
+    return {math.prod(geo.outer[split:]) for split in range(len(geo.outer) + 1)}
 
 
 def _checked_index_shape(index_shape: object, geo: GatherGeometry) -> tuple:
