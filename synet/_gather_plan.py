@@ -178,7 +178,7 @@ def index_of_offsets(offsets: np.ndarray, geo: GatherGeometry, period: int) -> n
 def index_for_set_index(index: object, geo: GatherGeometry, index_shape: object) -> np.ndarray | tuple:
     """A pickled index (the kept slices) as (offsets, period, index_shape), the state set_index of the full
     index would make, where its slices are a period analyse_index can find (every pickle synet makes; the full
-    index is never built: a 289-byte pickle of an index repeated over a large outer took 402 MiB and 0.5 s);
+    index is never built: a 98 KB pickle of a 402 MiB index took 1.7 s and +594 MiB);
     otherwise tiled back to a full index of the geometry's type and size, in `index_shape` (the shape set_index
     was given), for set_index to analyse.
 
