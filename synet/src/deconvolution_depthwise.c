@@ -677,9 +677,9 @@ static void phase_columns(phase_rows *q, int pair)
    (rounding the interleaved vectors as they are stored made D4 with BF16 output 1.25x slower there) */
 static int direct_bf16(const synet_deconv_plan *p)
 {
-    if (!DIRECT_BF16)
-        return 0;
-    for (synet_size phase = 0; !SYNET_AVX512 && phase < p->stride_z * p->stride_y * p->stride_x; ++phase)
+    if (!DIRECT_BF16 || SYNET_AVX512)
+        return DIRECT_BF16;
+    for (synet_size phase = 0; phase < p->stride_z * p->stride_y * p->stride_x; ++phase)
         if (unrolled_taps(p->phase_taps[phase]))
             return 0;
     return 1;

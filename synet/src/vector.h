@@ -274,6 +274,10 @@ SYNET_INLINE uint32_t synet_spread16(uint32_t k)
 }
 #endif
 
+/* float32 bits b (a vector of uint32 lanes) rounded to nearest-even at bit 16, the bfloat16 in the high halves:
+   right for every value but NaNs, whose payload may carry into the exponent */
+#define BF16_ROUNDED_BITS(b) ((b) + 0x7FFFu + (((b) >> 16) & 1u))
+
 #if SYNET_AVX2
 /* 8 lanes of float32 bits -> bfloat16 bits in the low half of each lane. */
 SYNET_INLINE __m256i synet_bf16_nearest_x8(__m256i bits)
@@ -293,8 +297,8 @@ SYNET_INLINE __m256i synet_bf16_nearest_x8(__m256i bits)
    0xFFC0 like any value): the rounding alone, 5 operations of its 10 */
 SYNET_INLINE __m256i synet_bf16_nearest_canonical_x8(__m256i bits)
 {
-    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
-    return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7FFF)), odd), 16);
+    typedef uint32_t u32x8 __attribute__((vector_size(32)));
+    return (__m256i)(BF16_ROUNDED_BITS((u32x8)bits) >> 16);
 }
 
 /* the first min(n, 8) lanes as a vector mask (all ones in a lane that is in) */
@@ -350,8 +354,7 @@ SYNET_INLINE vfloat bf16_round_canonical_vf(vfloat v)
 #if SYNET_AVX512
     return synet_bf16_round_canonical_x16(v);
 #else /* (the rounding may carry a NaN's payload into its exponent: the NaN test reads v) */
-    const vbits b = (vbits)v;
-    return canonical_nan_where_vf((vfloat)((b + 0x7FFFu + ((b >> 16) & 1u)) & 0xFFFF0000u), v);
+    return canonical_nan_where_vf((vfloat)(BF16_ROUNDED_BITS((vbits)v) & 0xFFFF0000u), v);
 #endif
 }
 
