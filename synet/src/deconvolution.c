@@ -990,10 +990,47 @@ static void border_task(const synet_deconv_plan *p, const void *src, void *dst, 
 
 /* ---- weight packing ---- */
 
+#if SYNET_AVX512
+/* a row of (even, odd) BF16 pairs in the first half of its place -> a wide_weights row (row_units) */
+static void widen_row(uint16_t *row, synet_size lanes)
+{
+    uint32_t pairs[BLOCK], wide[2 * BLOCK];
+    memcpy(pairs, row, (size_t)lanes * 4);
+    for (synet_size n = 0; n < lanes; ++n) {
+        wide[n] = pairs[n] << 16;
+        wide[lanes + n] = pairs[n] & 0xFFFF0000u;
+    }
+    memcpy(row, wide, (size_t)lanes * 8);
+}
+#endif
+
+#if SYNET_AVX2
+/* lanes at .. at + 7 of a packed row of `width` lanes from the BF16 bits of the even (a) and odd (b) channel's
+   weights (in the low halves of the dwords): (a, b) pairs, or a wide_weights row (a's lanes as float32, then b's) */
+SYNET_INLINE void store_row_lanes(uint16_t *row, synet_size width, synet_size at, __m256i a, __m256i b, int wide)
+{
+    if (wide) {
+        _mm256_storeu_si256((__m256i *)(row + 2 * at), _mm256_slli_epi32(a, 16));
+        _mm256_storeu_si256((__m256i *)(row + 2 * (width + at)), _mm256_slli_epi32(b, 16));
+    } else {
+        _mm256_storeu_si256((__m256i *)(row + 2 * at), _mm256_or_si256(a, _mm256_slli_epi32(b, 16)));
+    }
+}
+
+/* lanes whose rounded BF16 bits (low halves) are NaN or inf */
+SYNET_INLINE __m256i nonfinite_lanes(__m256i a, __m256i b)
+{
+    const __m256i exponent = _mm256_set1_epi32(0x7F80);
+    return _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_and_si256(a, exponent), exponent),
+                           _mm256_cmpeq_epi32(_mm256_and_si256(b, exponent), exponent));
+}
+#endif
+
 /* One row of a packed block: lanes n < valid of (bf16(w0[n * co_step]), bf16(w1[n * co_step])) pairs
-   (w0 or w1 NULL: zeros, a pad channel), zero lanes up to `lanes`; returns whether a rounded value is NaN/inf. */
+   (w0 or w1 NULL: zeros, a pad channel), zero lanes up to `lanes`, as pairs or (wide) as a wide_weights row;
+   returns whether a rounded value is NaN/inf. */
 static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_size valid, synet_size lanes,
-                    uint16_t *row)
+                    uint16_t *row, int wide)
 {
     synet_size n = 0;
     uint32_t nonfinite = 0;
@@ -1017,24 +1054,26 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
             _mm512_storeu_si512((void *)(row + 2 * n), pairs);
         }
     nonfinite |= bad != 0;
+    if (wide && n)
+        widen_row(row, n);
 #elif SYNET_AVX2
+    /* contiguous channels by masked loads; strided ones by gathers (slow on AMD: see pack_gemm_transposed) */
     const __m256i step = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)co_step));
-    const __m256i exponent = _mm256_set1_epi32(0x7F80);
     __m256i bad = _mm256_setzero_si256();
     if (co_step <= (1 << 26))
         for (; n < lanes; n += 8) {
             const __m256i m = synet_mask8(valid - n);
-            __m256i a = w0 ? _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)(w0 + n * co_step), step,
-                                                         m, 4)
-                           : _mm256_setzero_si256();
-            __m256i b = w1 ? _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)(w1 + n * co_step), step,
-                                                          m, 4)
-                           : _mm256_setzero_si256();
+            __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
+            if (w0)
+                a = co_step == 1 ? _mm256_maskload_epi32((const int *)(w0 + n), m)
+                                 : _mm256_mask_i32gather_epi32(a, (const int *)(w0 + n * co_step), step, m, 4);
+            if (w1)
+                b = co_step == 1 ? _mm256_maskload_epi32((const int *)(w1 + n), m)
+                                 : _mm256_mask_i32gather_epi32(b, (const int *)(w1 + n * co_step), step, m, 4);
             a = synet_bf16_nearest_x8(a);
             b = synet_bf16_nearest_x8(b);
-            bad = _mm256_or_si256(bad, _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_and_si256(a, exponent), exponent),
-                                                       _mm256_cmpeq_epi32(_mm256_and_si256(b, exponent), exponent)));
-            _mm256_storeu_si256((__m256i *)(row + 2 * n), _mm256_or_si256(a, _mm256_slli_epi32(b, 16)));
+            bad = _mm256_or_si256(bad, nonfinite_lanes(a, b));
+            store_row_lanes(row, lanes, n, a, b, wide);
         }
     nonfinite |= !_mm256_testz_si256(bad, bad);
 #endif
@@ -1042,22 +1081,16 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
         const uint16_t a = n < valid && w0 ? synet_bf16_from_float(w0[n * co_step]) : 0;
         const uint16_t b = n < valid && w1 ? synet_bf16_from_float(w1[n * co_step]) : 0;
         nonfinite |= (uint32_t)((a & 0x7F80) == 0x7F80) | (uint32_t)((b & 0x7F80) == 0x7F80);
-        row[2 * n] = a;
-        row[2 * n + 1] = b;
+        if (wide) {
+            const uint32_t wa = (uint32_t)a << 16, wb = (uint32_t)b << 16;
+            memcpy(row + 2 * n, &wa, 4);
+            memcpy(row + 2 * (lanes + n), &wb, 4);
+        } else {
+            row[2 * n] = a;
+            row[2 * n + 1] = b;
+        }
     }
     return nonfinite != 0;
-}
-
-/* a row of (even, odd) BF16 pairs in the first half of its place -> a wide_weights row (row_units) */
-static void widen_row(uint16_t *row, synet_size lanes)
-{
-    uint32_t pairs[BLOCK], wide[2 * BLOCK];
-    memcpy(pairs, row, (size_t)lanes * 4);
-    for (synet_size n = 0; n < lanes; ++n) {
-        wide[n] = pairs[n] << 16;
-        wide[lanes + n] = pairs[n] & 0xFFFF0000u;
-    }
-    memcpy(row, wide, (size_t)lanes * 8);
 }
 
 /* The weights of packed pair k of group g: those of its low and its high half's input channel, NULL for a
@@ -1074,6 +1107,12 @@ static void pair_weights(const synet_deconv_plan *p, const synet_deconv_weights 
     const float *w0 = w->w + g * p->cg_in * w->ci_step;
     *low = lo < p->cg_in ? w0 + lo * w->ci_step : NULL;
     *high = hi < p->cg_in ? w0 + hi * w->ci_step : NULL;
+}
+
+/* the kernel position (kz * kernel_y + ky) * kernel_x + kx of tap t (the phases' tap tables) */
+SYNET_INLINE synet_size kernel_position(const synet_deconv_plan *p, synet_size t)
+{
+    return (p->tap_kz[t] * p->kernel_y + p->tap_ky[t]) * p->kernel_x + p->tap_kx[t];
 }
 
 /* GEMM unit: pair k of group g, for every phase, tap and block: the row of lanes (n, e) =
@@ -1099,8 +1138,7 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
         for (synet_size phase = 0; phase < phases; ++phase) { /* the row of each kernel position */
             const synet_size t0 = p->phase_tap0[phase];
             for (synet_size t = 0; t < p->phase_taps[phase]; ++t)
-                rows[(p->tap_kz[t0 + t] * p->kernel_y + p->tap_ky[t0 + t]) * p->kernel_x + p->tap_kx[t0 + t]] =
-                    packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob] +
+                rows[kernel_position(p, t0 + t)] = packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob] +
                     strip_row(p, p->phase_taps[phase], t, k, lanes, 0); /* one strip (pack_gemm checks) */
         }
         for (synet_size n = 0; n < lanes; n += 16) {
@@ -1121,6 +1159,62 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
     }
     return bad != 0;
 }
+#elif SYNET_AVX2
+/* r[t] = tap t < taps (<= 16) of rows 0 .. 7, `stride` floats apart, whose taps are contiguous from s: two
+   8 x 8 transposes; rows from `rows` on read as zeros */
+SYNET_INLINE void load_taps_transposed8(const float *s, synet_size stride, synet_size rows, synet_size taps,
+                                        __m256 r[16])
+{
+    for (synet_size h = 0; 8 * h < taps; ++h) {
+        const __m256i columns = synet_mask8(taps - 8 * h);
+        __m256 t[8];
+        for (synet_size q = 0; q < 8; ++q)
+            t[q] = q < rows ? _mm256_maskload_ps(s + q * stride + 8 * h, columns) : _mm256_setzero_ps();
+        synet_transpose8(t);
+        for (int c = 0; c < 8; ++c)
+            r[8 * h + c] = t[c];
+    }
+}
+
+/* pack_gemm for weights whose taps of one (ci, co) are contiguous (PyTorch's NCHW layout, kernels of <= 16
+   taps): 8 output channels x every tap a step, transposed in registers, one row store per tap instead of a
+   gather per row (vpgatherdd is slow on AMD: packing D1's weights 0.65x the time on Zen 1). w0, w1: the pair's
+   weights (pair_weights). */
+static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size g, synet_size k,
+                                const float *w0, const float *w1, uint16_t *packed)
+{
+    const synet_size phases = p->stride_z * p->stride_y * p->stride_x, taps = p->kernel_z * p->kernel_y * p->kernel_x;
+    synet_size phase_of[16], tap_of[16]; /* of each kernel position: its phase, its tap in the phase */
+    for (synet_size phase = 0; phase < phases; ++phase)
+        for (synet_size t = 0; t < p->phase_taps[phase]; ++t) {
+            phase_of[kernel_position(p, p->phase_tap0[phase] + t)] = phase;
+            tap_of[kernel_position(p, p->phase_tap0[phase] + t)] = t;
+        }
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i bad = zero;
+    __m256 r0[16], r1[16];
+    for (synet_size ob = 0; ob < p->nblocks; ++ob) {
+        const synet_size first = ob * p->block_width;
+        const synet_size valid = SYNET_MIN(p->block_width, p->cg_out - first), lanes = (valid + 15) / 16 * 16;
+        for (synet_size n = 0; n < lanes; n += 8) {
+            const synet_size rows = SYNET_MIN((synet_size)8, valid - n), n0 = n - n % p->weight_strip;
+            if (w0)
+                load_taps_transposed8(w0 + (first + n) * w->co_step, w->co_step, rows, taps, r0);
+            if (w1)
+                load_taps_transposed8(w1 + (first + n) * w->co_step, w->co_step, rows, taps, r1);
+            for (synet_size t = 0; t < taps; ++t) {
+                const __m256i a = w0 ? synet_bf16_nearest_x8(_mm256_castps_si256(r0[t])) : zero;
+                const __m256i b = w1 ? synet_bf16_nearest_x8(_mm256_castps_si256(r1[t])) : zero;
+                bad = _mm256_or_si256(bad, nonfinite_lanes(a, b));
+                const synet_size phase = phase_of[t];
+                uint16_t *row = packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob] +
+                                strip_row(p, p->phase_taps[phase], tap_of[t], k, lanes, n0);
+                store_row_lanes(row, strip_width(p, lanes, n0), n - n0, a, b, p->wide_weights);
+            }
+        }
+    }
+    return !_mm256_testz_si256(bad, bad);
+}
 #endif
 
 static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size g, synet_size k,
@@ -1129,9 +1223,10 @@ static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, 
     int nonfinite = 0;
     const float *w0, *w1;
     pair_weights(p, w, g, k, &w0, &w1);
-#if SYNET_AVX512
+#if SYNET_AVX512 || SYNET_AVX2
     if ((w0 || w1) && w->kx_step == 1 && w->ky_step == p->kernel_x && w->kz_step == p->kernel_y * p->kernel_x &&
-        w->co_step == p->kernel_z * w->kz_step && w->co_step <= 16 && w->co_step > 1 && p->weight_strip >= p->block_width)
+        w->co_step == p->kernel_z * w->kz_step && w->co_step <= 16 && w->co_step > 1 &&
+        (!SYNET_AVX512 || p->weight_strip >= p->block_width)) /* (AVX-512: one strip) */
         return pack_gemm_transposed(p, w, g, k, w0, w1, packed);
 #endif
     const synet_size phases = p->stride_z * p->stride_y * p->stride_x;
@@ -1151,9 +1246,8 @@ static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, 
                     } else {
                         const synet_size at = tap + (first + n0) * w->co_step;
                         nonfinite |= pack_row(w0 ? w0 + at : NULL, w1 ? w1 + at : NULL, w->co_step,
-                                              SYNET_MIN(width, SYNET_MAX(0, valid - n0)), width, row);
-                        if (p->wide_weights)
-                            widen_row(row, width);
+                                              SYNET_MIN(width, SYNET_MAX(0, valid - n0)), width, row,
+                                              p->wide_weights);
                     }
                     n0 += width;
                 }
