@@ -384,6 +384,12 @@ static void amx_unit(const uint16_t *a0, const uint16_t *a1, const int64_t *toff
 static synet_size pixel_step(const synet_deconv_plan *p) { return p->nhwc ? p->dst_c : 1; }
 static synet_size channel_step(const synet_deconv_plan *p) { return p->nhwc ? 1 : p->dst_d * p->dst_h * p->dst_w; }
 
+/* output channels of channel block ob that exist (of p->block_width) */
+SYNET_INLINE synet_size block_valid(const synet_deconv_plan *p, synet_size ob)
+{
+    return SYNET_MIN(p->block_width, p->cg_out - ob * p->block_width);
+}
+
 /* ---- the padded source image ---- */
 
 /* The vdpbf16ps micro-kernel's channel order (see bf16_block): each 4 channels c .. c + 3 as c + 2, c, c + 3,
@@ -888,7 +894,7 @@ static void amx_task(const synet_deconv_plan *p, const void *image, void *dst, s
     for (synet_size u = p->run_unit0[r], k = 0; u < p->run_unit0[r + 1]; ++u, ++k) {
         const synet_size s0 = p->unit_s0[u], s1 = p->unit_s1[u], ob = p->unit_ob[u];
         const synet_size M = p->seg_m[s0], phase = p->seg_phase[s0];
-        const synet_size nvalid = SYNET_MIN(p->block_width, p->cg_out - ob * p->block_width);
+        const synet_size nvalid = block_valid(p, ob);
         if (rows[0] != M) { /* this thread's tile configuration (the last unit's sums are in its buffer) */
             amx_configure((int)M);
             rows[0] = (int)M;
@@ -1134,7 +1140,7 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
     uint16_t *rows[16];
     for (synet_size ob = 0; ob < p->nblocks; ++ob) {
         const synet_size first = ob * p->block_width;
-        const synet_size valid = SYNET_MIN(p->block_width, p->cg_out - first), lanes = (valid + 15) / 16 * 16;
+        const synet_size valid = block_valid(p, ob), lanes = (valid + 15) / 16 * 16;
         for (synet_size phase = 0; phase < phases; ++phase) { /* the row of each kernel position */
             const synet_size t0 = p->phase_tap0[phase];
             for (synet_size t = 0; t < p->phase_taps[phase]; ++t)
@@ -1187,15 +1193,16 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
     synet_size phase_of[16], tap_of[16]; /* of each kernel position: its phase, its tap in the phase */
     for (synet_size phase = 0; phase < phases; ++phase)
         for (synet_size t = 0; t < p->phase_taps[phase]; ++t) {
-            phase_of[kernel_position(p, p->phase_tap0[phase] + t)] = phase;
-            tap_of[kernel_position(p, p->phase_tap0[phase] + t)] = t;
+            const synet_size position = kernel_position(p, p->phase_tap0[phase] + t);
+            phase_of[position] = phase;
+            tap_of[position] = t;
         }
     const __m256i zero = _mm256_setzero_si256();
     __m256i bad = zero;
     __m256 r0[16], r1[16];
     for (synet_size ob = 0; ob < p->nblocks; ++ob) {
         const synet_size first = ob * p->block_width;
-        const synet_size valid = SYNET_MIN(p->block_width, p->cg_out - first), lanes = (valid + 15) / 16 * 16;
+        const synet_size valid = block_valid(p, ob), lanes = (valid + 15) / 16 * 16;
         for (synet_size n = 0; n < lanes; n += 8) {
             const synet_size rows = SYNET_MIN((synet_size)8, valid - n), n0 = n - n % p->weight_strip;
             if (w0)
@@ -1236,7 +1243,7 @@ static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, 
             const synet_size tap = tap_step(p, w, t0 + t);
             for (synet_size ob = 0; ob < p->nblocks; ++ob) {
                 const synet_size first = ob * p->block_width;
-                const synet_size valid = SYNET_MIN(p->block_width, p->cg_out - first), lanes = (valid + 15) / 16 * 16;
+                const synet_size valid = block_valid(p, ob), lanes = (valid + 15) / 16 * 16;
                 uint16_t *block = packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob];
                 for (synet_size n0 = 0; n0 < lanes;) { /* strip by strip (strip_row) */
                     uint16_t *row = block + strip_row(p, p->phase_taps[phase], t, k, lanes, n0);
