@@ -33,7 +33,6 @@ from synet._kernels cimport amx_ready, bf16_dot_preferred, call_threads, kernel_
 
 import copy
 import copyreg
-import math
 import threading
 
 import numpy as np
@@ -222,22 +221,31 @@ cdef class _Geometry:
     cdef object zero_bias          # read-only zeros: the bias of set_params(bias=None)
 
 
+cdef inline Py_ssize_t _elements(tuple shape) except -1:
+    """The product of a planned shape's sizes (each checked by the planner: the product fits)."""
+    cdef Py_ssize_t n = 1
+    for size in shape:
+        n *= <Py_ssize_t>size
+    return n
+
+
 cdef _Geometry _new_geometry(planned):
     cdef _Geometry geo = _Geometry.__new__(_Geometry)
     cdef synet_deconv_plan* p = &geo.plan
     geo.planned = planned
     geo.table_data = planned.table_data
-    geo.src_dtype = planned.src_dtypes[0]
-    geo.src_alt = planned.src_dtypes[1] if len(planned.src_dtypes) > 1 else None
-    geo.dst_dtype = planned.dst_dtypes[0]
-    geo.dst_alt = planned.dst_dtypes[1] if len(planned.dst_dtypes) > 1 else None
-    geo.src_size = math.prod(planned.src_shape)
-    geo.dst_size = math.prod(planned.dst_shape)
+    cdef tuple src_dtypes = planned.src_dtypes, dst_dtypes = planned.dst_dtypes, steps = planned.weight_steps
+    geo.src_dtype = src_dtypes[0]
+    geo.src_alt = src_dtypes[1] if len(src_dtypes) > 1 else None
+    geo.dst_dtype = dst_dtypes[0]
+    geo.dst_alt = dst_dtypes[1] if len(dst_dtypes) > 1 else None
     geo.dst_shape = planned.dst_shape
-    geo.weight_size = math.prod(planned.weight_shape)
+    geo.src_size = _elements(planned.src_shape)
+    geo.dst_size = _elements(geo.dst_shape)
+    geo.weight_size = _elements(planned.weight_shape)
     geo.packed_size, geo.pack_units = planned.packed_size, planned.pack_units
     for i in range(5):
-        geo.weight_steps[i] = planned.weight_steps[i]
+        geo.weight_steps[i] = steps[i]
     # (the orders of planning.FAMILY_SCALARS, SIZED_SCALARS and TABLES: test_deconvolution_plan_fields)
     (p.impl, p.micro, p.wide_weights, p.src_bf16, p.dst_bf16, p.nhwc, p.direct, p.act, p.src_c, p.dst_c, p.group,
      p.cg_in, p.cg_out, p.kernel_z, p.kernel_y, p.kernel_x, p.dilation_z, p.dilation_y, p.dilation_x, p.stride_z,

@@ -192,6 +192,15 @@ class DeconvolutionPlan(NamedTuple):
         return f"PhaseGemm {MICRO_NAMES[self.micro]}" + (" direct" if self.scalars["direct"] else "")
 
 
+_tuple_new = tuple.__new__
+
+
+def _named(cls, values: tuple):
+    """cls(*values) for a NamedTuple class cls and a tuple of all its fields, without the Python-level __new__
+    namedtuple runs (the same object in half the time: each new shape's plan makes two)."""
+    return _tuple_new(cls, values)
+
+
 def _int(value: object, name: str, minimum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
@@ -278,18 +287,17 @@ def geometry_of(conv: ConvParams | ConvParams3d, dims: int | None = None) -> Geo
 def check_sizes(batch: int, geo: Geometry) -> None:
     """ValueError for a geometry whose tensors overflow 63-bit byte counts or whose tables would be
     absurdly long (building them would never return)."""
-    (sd, sh, sw), (dd, dh, dw), (kz, ky, kx) = geo.src, geo.dst, geo.kernel
-    (tz, ty, tx), (lz, ly, lx), g = geo.stride, geo.dilation, geo.group
+    # (Geometry's first fields by position: one slice, not seven attribute lookups)
+    _, src_c, (sd, sh, sw), dst_c, (dd, dh, dw), (kz, ky, kx), (tz, ty, tx), (lz, ly, lx), _, _, g = geo[:11]
     # exact Python ints (np.prod wraps around in int64: a huge stride or output passed the checks)
-    sizes = (batch * geo.src_c * sd * sh * sw, batch * geo.dst_c * dd * dh * dw,
-             geo.src_c * kz * ky * kx * (geo.dst_c // g),
-             batch * (geo.src_c + 32 * g) * (sd + lz * kz) * (sh + ly * ky) * (sw + lx * kx))
+    sizes = (batch * src_c * sd * sh * sw, batch * dst_c * dd * dh * dw, src_c * kz * ky * kx * (dst_c // g),
+             batch * (src_c + 32 * g) * (sd + lz * kz) * (sh + ly * ky) * (sw + lx * kx))
     if max(sizes) * 4 + 4096 >= 1 << 63:   # (one test on the way of every plan, the names only for the message)
         name, n = next(pair for pair in zip(("src", "dst", "weight", "padded src"), sizes)
                        if pair[1] * 4 + 4096 >= 1 << 63)
         raise ValueError(f"conv: the {name} tensor of {n} elements overflows 64-bit byte sizes")
     entries = tz * kz + ty * ky + tx * kx + tz * ty * tx + kz * ky * kx + dd + dh + dw + dd * dh + dd * dh * dw // 16 \
-        + g * tz * ty * tx * ((geo.dst_c // g + 15) // 16)   # the packed weights' offsets (tiny tensors had 2^29)
+        + g * tz * ty * tx * ((dst_c // g + 15) // 16)   # the packed weights' offsets (tiny tensors had 2^29)
     if entries > MAX_PLAN:
         raise ValueError(f"conv: the geometry needs {entries} plan entries (stride·kernel, strides, kernel taps, "
                          f"output rows and pixels / 16, groups·strides·output channels / 16); expected at most "
@@ -565,6 +573,7 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
     if kernel == (1, 1, 1) and stride == (1, 1, 1) and pad_begin == pad_end == (0, 0, 0):
         # a 1x1x1 stride-1 deconvolution is a GEMM over all pixels: one long row
         src, dst = (1, 1, math.prod(src)), (1, 1, math.prod(dst))
+    dst_pixels = dst[0] * dst[1] * dst[2]
     axes = [axis_phases(stride[a], dilation[a], kernel[a], pad_begin[a], src[a], dst[a]) for a in range(3)]
     (_, plz, phz), (_, ply, phy), (phases_x, plx, phx) = axes
     dp, hp, wp = src[0] + plz + phz, src[1] + ply + phy, src[2] + plx + phx
@@ -576,7 +585,7 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
     # stored dst_c apart. The same choice at every level, AMX's too: the kernels sum in different orders.
     # (several blocks of output channels on a small image: the GEMM, PAIRED_BLOCKS_MIN)
     paired = (kernel[2] == stride[2] == 2 and dilation[2] == 1 and
-              (cg_out <= PLANAR_OUT_MAX or math.prod(dst) >= PAIRED_BLOCKS_MIN))
+              (cg_out <= PLANAR_OUT_MAX or dst_pixels >= PAIRED_BLOCKS_MIN))
     planar = depthwise or (stride[2] <= 2 and cg_in <= planar_max_in(cg_out, dst[2], nhwc, paired, stride[2] == 1))
     amx = (not (compat & BF16_SOFT) and micro_amx and cg_in >= 16 and not planar and bool(amx_permission()))
     # (the geometry's fields but src and dst: dims, src_c, dst_c, kernel, ...)
@@ -693,10 +702,10 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
     # an FP32 output far larger than the caches: non-temporal stores of whole lines (channels first: the phases'
     # store windows; channels last: micro-tiles stored from the registers; BF16 outputs gained nothing)
     stream = int(not (amx or planar) and geo.dst_type == DataType.FLOAT32 and
-                 batch * math.prod(dst) * geo.dst_c * 4 >= STREAM_MIN)
+                 batch * dst_pixels * geo.dst_c * 4 >= STREAM_MIN)
     sized_scalars = (buf_size, batch, *src, *dst, dp, hp, wp, plz, ply, plx,   # (SIZED_SCALARS' order)
                      dp * hp * wp * (geo.src_c if planar else cpt), nrows, len(unit_s0), amx_runs, ntasks, row_run,
-                     stream, math.prod(dst) * geo.dst_c, pad_rows, len(border_x))
+                     stream, dst_pixels * geo.dst_c, pad_rows, len(border_x))
     spatial = geo.src[3 - geo.dims:], geo.dst[3 - geo.dims:]
     if nhwc:
         src_shape = (batch, *spatial[0], geo.src_c)
@@ -704,10 +713,10 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
     else:
         src_shape = (batch, geo.src_c, *spatial[0])
         dst_shape = (batch, geo.dst_c, *spatial[1])
-    return DeconvolutionPlan(None if conv is geo else conv, geo, batch, compat, family.scalars["impl"], family.micro,
-                             family.scalar_values, sized_scalars, table_data, table_bounds, src_shape, dst_shape,
-                             family.src_dtypes, family.dst_dtypes, family.weight_shape, family.packed_size,
-                             family.pack_units, family.weight_steps)
+    return _named(DeconvolutionPlan, (None if conv is geo else conv, geo, batch, compat, family.scalars["impl"],
+                                      family.micro, family.scalar_values, sized_scalars, table_data, table_bounds,
+                                      src_shape, dst_shape, family.src_dtypes, family.dst_dtypes, family.weight_shape,
+                                      family.packed_size, family.pack_units, family.weight_steps))
 
 
 def check_reals(array: np.ndarray, name: str, kinds: str = "biuf") -> np.ndarray:
@@ -992,18 +1001,18 @@ def functional_geometry(call: FunctionalCall, x_shape: tuple, w_shape: tuple) ->
     if unbatched:
         x_shape = (1, *x_shape)
     if call.nhwc:
-        n, *size, c_in = x_shape
+        n, c_in, size = x_shape[0], x_shape[-1], x_shape[1:-1]
     else:
-        n, c_in, *size = x_shape
+        n, c_in, size = x_shape[0], x_shape[1], x_shape[2:]
     if call.w_in != c_in:
         raise ValueError(f"weight: expected {c_in} input channels (x's) in dimension 0, got shape {w_shape}")
     if c_in % call.groups:
         raise ValueError(f"groups: expected a divisor of the {c_in} input channels, got {call.groups}")
-    full = (1,) * (3 - dims)
-    src = full + tuple(size)
-    dst = tuple([stride * s + zero for stride, s, zero in zip(call.stride, src, call.dst_of_zero)])
+    src = (1,) * (3 - dims) + size
+    stride, zero = call.stride, call.dst_of_zero
+    dst = (stride[0] * src[0] + zero[0], stride[1] * src[1] + zero[1], stride[2] * src[2] + zero[2])
     dst_c = call.dst_c
-    empty_input = min(n, c_in, dst_c, *size) == 0
+    empty_input = n == 0 or c_in == 0 or dst_c == 0 or 0 in size
     if min(dst) <= 0:
         if min(size) > 0:   # (an empty batch or no channels leave the output's sizes as they are: checked)
             raise ValueError(f"padding: {call.pads} leaves an output of {'x'.join(map(str, dst[3 - dims:]))}; "
@@ -1016,11 +1025,11 @@ def functional_geometry(call: FunctionalCall, x_shape: tuple, w_shape: tuple) ->
     if kind == "empty":
         geo = None
     elif kind == "bias":
-        geo = Geometry(dims, 1, dst, dst_c, dst, ones, ones, ones, zeros, zeros, 1, call.activation,
-                       DataType.FLOAT32, call.dst_type, call.nhwc)
+        geo = _named(Geometry, (dims, 1, dst, dst_c, dst, ones, ones, ones, zeros, zeros, 1, call.activation,
+                                DataType.FLOAT32, call.dst_type, call.nhwc))
     else:
-        geo = Geometry(dims, c_in, src, dst_c, dst, call.kernel, call.stride, call.dilation, call.pad_begin,
-                       call.pad_end, call.groups, call.activation, call.src_type, call.dst_type, call.nhwc)
+        geo = _named(Geometry, (dims, c_in, src, dst_c, dst, call.kernel, call.stride, call.dilation, call.pad_begin,
+                                call.pad_end, call.groups, call.activation, call.src_type, call.dst_type, call.nhwc))
     return geo, n, unbatched, shape[1:] if unbatched else shape, kind
 
 
