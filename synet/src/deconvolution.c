@@ -1126,6 +1126,11 @@ SYNET_INLINE synet_size kernel_position(const synet_deconv_plan *p, synet_size t
    (pair_weights), zero beyond cg_in / cg_out. Reads stay within two input channels' weights, which stay
    in L1 while the unit runs. */
 #if SYNET_AVX512
+#define TRANSPOSED_TAPS_MAX 16 /* pack_gemm_transposed: the most taps (AVX2: kernels of up to 8 x 8 or 4 x 4 x 4) */
+#else
+#define TRANSPOSED_TAPS_MAX 64
+#endif
+#if SYNET_AVX512
 /* pack_gemm for weights whose taps of one (ci, co) are contiguous (PyTorch's NCHW layout, kernels of <= 16
    taps): 16 output channels x every tap a step, transposed in registers, one 64-byte row store per tap
    (D1's weights: 3x faster than gathering each row). w0, w1: the pair's weights (pair_weights). */
@@ -1136,8 +1141,8 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
     const __m512i exponent = _mm512_set1_epi16(0x7F80);
     const __mmask16 tap_mask = synet_mask16(taps);
     __mmask32 bad = 0;
-    __m512 r0[16], r1[16];
-    uint16_t *rows[16];
+    __m512 r0[TRANSPOSED_TAPS_MAX], r1[TRANSPOSED_TAPS_MAX];
+    uint16_t *rows[TRANSPOSED_TAPS_MAX];
     for (synet_size ob = 0; ob < p->nblocks; ++ob) {
         const synet_size first = ob * p->block_width;
         const synet_size valid = block_valid(p, ob), lanes = (valid + 15) / 16 * 16;
@@ -1166,10 +1171,10 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
     return bad != 0;
 }
 #elif SYNET_AVX2
-/* r[t] = tap t < taps (<= 16) of rows 0 .. 7, `stride` floats apart, whose taps are contiguous from s: two
-   8 x 8 transposes; rows from `rows` on read as zeros */
+/* r[t] = tap t < taps (<= TRANSPOSED_TAPS_MAX) of rows 0 .. 7, `stride` floats apart, whose taps are contiguous
+   from s: an 8 x 8 transpose per 8 taps; rows from `rows` on read as zeros */
 SYNET_INLINE void load_taps_transposed8(const float *s, synet_size stride, synet_size rows, synet_size taps,
-                                        __m256 r[16])
+                                        __m256 r[TRANSPOSED_TAPS_MAX])
 {
     for (synet_size h = 0; 8 * h < taps; ++h) {
         const __m256i columns = synet_mask8(taps - 8 * h);
@@ -1182,15 +1187,16 @@ SYNET_INLINE void load_taps_transposed8(const float *s, synet_size stride, synet
     }
 }
 
-/* pack_gemm for weights whose taps of one (ci, co) are contiguous (PyTorch's NCHW layout, kernels of <= 16
-   taps): 8 output channels x every tap a step, transposed in registers, one row store per tap instead of a
-   gather per row (vpgatherdd is slow on AMD: packing D1's weights 0.65x the time on Zen 1). w0, w1: the pair's
-   weights (pair_weights). */
+/* pack_gemm for weights whose taps of one (ci, co) are contiguous (PyTorch's NCHW layout, kernels of up to
+   TRANSPOSED_TAPS_MAX taps): 8 output channels x every tap a step, transposed in registers, one row store per
+   tap instead of a gather per row (vpgatherdd is slow on AMD: packing D1's weights 0.65x the time on Zen 1).
+   w0, w1: the pair's weights (pair_weights). */
 static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size g, synet_size k,
                                 const float *w0, const float *w1, uint16_t *packed)
 {
     const synet_size phases = p->stride_z * p->stride_y * p->stride_x, taps = p->kernel_z * p->kernel_y * p->kernel_x;
-    synet_size phase_of[16], tap_of[16]; /* of each kernel position: its phase, its tap in the phase */
+    synet_size phase_of[TRANSPOSED_TAPS_MAX], tap_of[TRANSPOSED_TAPS_MAX]; /* of each kernel position: its phase,
+                                                                                 its tap in the phase */
     for (synet_size phase = 0; phase < phases; ++phase)
         for (synet_size t = 0; t < p->phase_taps[phase]; ++t) {
             const synet_size position = kernel_position(p, p->phase_tap0[phase] + t);
@@ -1199,7 +1205,7 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
         }
     const __m256i zero = _mm256_setzero_si256();
     __m256i bad = zero;
-    __m256 r0[16], r1[16];
+    __m256 r0[TRANSPOSED_TAPS_MAX], r1[TRANSPOSED_TAPS_MAX];
     for (synet_size ob = 0; ob < p->nblocks; ++ob) {
         const synet_size first = ob * p->block_width;
         const synet_size valid = block_valid(p, ob), lanes = (valid + 15) / 16 * 16;
@@ -1232,7 +1238,7 @@ static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, 
     pair_weights(p, w, g, k, &w0, &w1);
 #if SYNET_AVX512 || SYNET_AVX2
     if ((w0 || w1) && w->kx_step == 1 && w->ky_step == p->kernel_x && w->kz_step == p->kernel_y * p->kernel_x &&
-        w->co_step == p->kernel_z * w->kz_step && w->co_step <= 16 && w->co_step > 1 &&
+        w->co_step == p->kernel_z * w->kz_step && w->co_step <= TRANSPOSED_TAPS_MAX && w->co_step > 1 &&
         (!SYNET_AVX512 || p->weight_strip >= p->block_width)) /* (AVX-512: one strip) */
         return pack_gemm_transposed(p, w, g, k, w0, w1, packed);
 #endif
