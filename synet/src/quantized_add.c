@@ -346,6 +346,15 @@ SYNET_INLINE ivec load_operand(const uint8_t *p, const int halves)
     return VLOADU(p);
 }
 
+/* a vector of outputs at dst, by a non-temporal store when `stream` */
+SYNET_INLINE void folded_store(uint8_t *dst, ivec r, const int stream)
+{
+    if (stream)
+        VSTREAM(dst, r);
+    else
+        VSTOREU(dst, r);
+}
+
 /* stream: non-temporal stores (outputs much larger than the caches); an sfence orders them before
    returning. A head of aligning_head outputs goes first; `halves`: operands load in halves (split_loads_stall). */
 SYNET_INLINE void folded_loop(const uint8_t *a, const uint8_t *b, uint8_t *dst, synet_size n, const int mode,
@@ -369,36 +378,23 @@ SYNET_INLINE void folded_loop(const uint8_t *a, const uint8_t *b, uint8_t *dst, 
 #if !SYNET_AVX512
     /* the operands a step ahead of the stores: a load right after the store before it, when dst is 8 to 48
        bytes after an operand modulo 4 KiB, waited on that store (4K aliasing; AMD Zen 1, Q2 1.6-2x the time;
-       two 6.4 MB arrays allocated one after the other are 16 bytes apart so) */
-    if (i + FOLDED_STEP <= n) {
+       two 6.4 MB arrays allocated one after the other are 16 bytes apart so); the row's last whole vector
+       goes by the loop below */
+    if (i + 2 * FOLDED_STEP <= n) {
         ivec va = mode != 1 ? VLOADU(a + i) : zero, vb = mode != 2 ? VLOADU(b + i) : zero;
         for (; i + 2 * FOLDED_STEP <= n; i += FOLDED_STEP) {
             const ivec next_a = mode != 1 ? VLOADU(a + i + FOLDED_STEP) : zero;
             const ivec next_b = mode != 2 ? VLOADU(b + i + FOLDED_STEP) : zero;
-            const ivec r = folded_step(va, vb, mode, sign, clamp, ka, kb, kc, ca, cb, lo);
-            if (stream)
-                VSTREAM(dst + i, r);
-            else
-                VSTOREU(dst + i, r);
+            folded_store(dst + i, folded_step(va, vb, mode, sign, clamp, ka, kb, kc, ca, cb, lo), stream);
             va = next_a;
             vb = next_b;
         }
-        const ivec r = folded_step(va, vb, mode, sign, clamp, ka, kb, kc, ca, cb, lo);
-        if (stream)
-            VSTREAM(dst + i, r);
-        else
-            VSTOREU(dst + i, r);
-        i += FOLDED_STEP;
     }
 #endif
     for (; i + FOLDED_STEP <= n; i += FOLDED_STEP) {
         const ivec va = mode != 1 ? load_operand(a + i, halves) : zero;
         const ivec vb = mode != 2 ? load_operand(b + i, halves) : zero;
-        const ivec r = folded_step(va, vb, mode, sign, clamp, ka, kb, kc, ca, cb, lo);
-        if (stream)
-            VSTREAM(dst + i, r);
-        else
-            VSTOREU(dst + i, r);
+        folded_store(dst + i, folded_step(va, vb, mode, sign, clamp, ka, kb, kc, ca, cb, lo), stream);
     }
     if (i < n)
         folded_part(mode == 1 ? a : a + i, mode == 2 ? b : b + i, dst + i, n - i, mode, sign, clamp, ka, kb, kc, ca,
