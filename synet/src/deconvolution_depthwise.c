@@ -142,7 +142,7 @@ void deconv_depthwise_pad_row(const synet_deconv_plan *p, const void *src, void 
    sum of one output by multiply_add1, gives the lanes' bits. */
 SYNET_INLINE vfloat phase_vector(const float *s, const int64_t *toff, const float *w, int64_t ntaps, int64_t i)
 {
-    vfloat a = {};
+    vfloat a = fresh_zero();
     for (int64_t t = 0; t < ntaps; ++t)
         a = multiply_add(splat(w[t]), load_vf(s + toff[t] + i), a);
     return a;
@@ -186,7 +186,7 @@ SYNET_INLINE void interleave(vfloat a, vfloat b, vfloat *lo, vfloat *hi)
 /* phase_vector with NT taps hoisted: sum_t w[t] * src[t][i], in tap order */
 SYNET_INLINE vfloat hoisted_vector(const float *const *src, const vfloat *w, int64_t i, const int NT)
 {
-    vfloat a = {};
+    vfloat a = fresh_zero();
     for (int t = 0; t < NT; ++t)
         a = multiply_add(w[t], load_vf(src[t] + i), a);
     return a;
@@ -224,7 +224,7 @@ static int finish_mode(const synet_deconv_plan *p)
 SYNET_INLINE void shared_pair_sums(const float *const *sa, const vfloat *wa, const float *const *sb, const vfloat *wb,
                                    int64_t i, vfloat *a, vfloat *b, const int NT)
 {
-    vfloat sum_a = {}, sum_b = {}, even = {};
+    vfloat sum_a = fresh_zero(), sum_b = fresh_zero(), even = {};
     for (int t = 0; t < NT; ++t) {
         const vfloat x = load_vf(sa[t] + i);
         sum_a = multiply_add(wa[t], x, sum_a);
@@ -240,7 +240,7 @@ SYNET_INLINE void shared_pair_sums(const float *const *sa, const vfloat *wa, con
 SYNET_INLINE void same_pair_sums(const float *const *sa, const vfloat *wa, const vfloat *wb, int64_t i, vfloat *a,
                                  vfloat *b, const int NT)
 {
-    vfloat sum_a = {}, sum_b = {};
+    vfloat sum_a = fresh_zero(), sum_b = fresh_zero();
     for (int t = 0; t < NT; ++t) {
         const vfloat x = load_vf(sa[t] + i);
         sum_a = multiply_add(wa[t], x, sum_a);
@@ -318,6 +318,18 @@ SYNET_INLINE void store_pair(void *out, int64_t at, vfloat a, vfloat b, vfloat b
         return;
     }
 #endif
+#if VW == 8 && SYNET_AVX2
+    if (!BF16) { /* the in-lane unpacks stored by 128-bit halves, without interleave's lane-crossing permutes
+                    (vpermpd: 3 micro-ops on AMD Zen 1; D4 0.95x the time) */
+        const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+        float *o = (float *)out + at;
+        _mm_storeu_ps(o, _mm256_castps256_ps128(lo));
+        _mm_storeu_ps(o + 4, _mm256_castps256_ps128(hi));
+        _mm_storeu_ps(o + 8, _mm256_extractf128_ps(lo, 1));
+        _mm_storeu_ps(o + 12, _mm256_extractf128_ps(hi, 1));
+        return;
+    }
+#endif
     vfloat lo, hi;
     interleave(a, b, &lo, &hi);
     store_sums(out, at, lo, BF16);
@@ -349,8 +361,7 @@ SYNET_INLINE void marching_pair(const float *const *sa, const vfloat *wa, const 
         for (int j = 0; j < XB; ++j) {
             const int64_t k = r * s_step + x / 2 + j * VW;
             const vfloat a0 = load_vf(sa[0] + k), a1 = load_vf(sa[1] + k), b0 = load_vf(sb[0] + k);
-            const vfloat zero = {};
-            vfloat a = multiply_add(wa[0], a0, zero), b = multiply_add(wb[0], b0, zero);
+            vfloat a = multiply_add(wa[0], a0, fresh_zero()), b = multiply_add(wb[0], b0, fresh_zero());
             a = multiply_add(wa[1], a1, a);
             b = multiply_add(wb[1], a0, b);
             a = multiply_add(wa[2], up_a0[j], a);
@@ -378,7 +389,7 @@ SYNET_INLINE void planar_sums(const float *s, const int64_t *toff, const float *
                               const int XB)
 {
     for (int k = 0; k < CO * R * XB; ++k)
-        acc[k] = (vfloat){};
+        acc[k] = fresh_zero();
     for (int64_t t = 0; t < ntaps; ++t) {
         vfloat wt[PLANAR_OUT_MAX];
         for (int k = 0; k < CO; ++k)
@@ -916,7 +927,7 @@ SYNET_INLINE void channels_last_vectors(const float *s, synet_size C, const int6
                 if (v >= nv)
                     break;
                 const synet_size i = l * s_row + m * C + v * VW;
-                vfloat a = {};
+                vfloat a = fresh_zero();
                 if (NT > 0)
                     for (int t = 0; t < NT; ++t)
                         a = multiply_add(wv[t][v], load_vf(st[t] + i), a);

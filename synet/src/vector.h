@@ -128,6 +128,22 @@ SYNET_INLINE vfloat canonical_nan_where_vf(vfloat x, vfloat of)
 
 SYNET_INLINE vfloat canonical_nan_vf(vfloat x) { return canonical_nan_where_vf(x, x); }
 
+/* A zero vector of its own, made where it is used by a zeroing idiom (the register renamer's: no execution
+   unit), to start a chain of multiply-adds: from one shared zero register the compiler copies it, or a weight,
+   before each chain's first multiply-add (AMD Zen 1, depthwise D4h 0.93x, D4 0.97x the time) */
+SYNET_INLINE vfloat fresh_zero(void)
+{
+    vfloat z;
+#if defined(__AVX__)
+    __asm__ volatile("vxorps %x0, %x0, %x0" : "=v"(z));
+#elif defined(__SSE__)
+    __asm__ volatile("xorps %0, %0" : "=x"(z));
+#else
+    z = (vfloat){};
+#endif
+    return z;
+}
+
 /* v, held in a register: the compiler may not fold the load that made it into each of its uses (each a load
    again, from L1) */
 SYNET_INLINE vfloat in_register(vfloat v)
