@@ -319,8 +319,15 @@ SYNET_INLINE void store_pair(void *out, int64_t at, vfloat a, vfloat b, vfloat b
     }
 #endif
 #if VW == 8 && SYNET_AVX2
-    if (!BF16) { /* the in-lane unpacks stored by 128-bit halves, without interleave's lane-crossing permutes
-                    (vpermpd: 3 micro-ops on AMD Zen 1; D4 0.95x the time) */
+    if (BF16) { /* both rounded (their only NaN the canonical one, see store_sums), a's BF16 into the low half
+                   of each 32-bit lane and b's into the high half: the lanes are the pairs in output order */
+        typedef uint32_t u32x8 __attribute__((vector_size(32)));
+        const __m256i ra = (__m256i)BF16_ROUNDED_BITS((u32x8)a), rb = (__m256i)BF16_ROUNDED_BITS((u32x8)b);
+        _mm256_storeu_si256((__m256i *)((uint16_t *)out + at), _mm256_blend_epi16(_mm256_srli_epi32(ra, 16), rb, 0xAA));
+        return;
+    }
+    { /* the in-lane unpacks stored by 128-bit halves, without interleave's lane-crossing permutes
+         (vpermpd: 3 micro-ops on AMD Zen 1; D4 0.95x the time) */
         const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
         float *o = (float *)out + at;
         _mm_storeu_ps(o, _mm256_castps256_ps128(lo));
@@ -684,11 +691,13 @@ static void phase_columns(phase_rows *q, int pair)
 
 /* Whether a channels-first plan's kernels store BF16 outputs themselves rather than through the row buffer and
    the epilogue: with AVX-512; at avx2 where every phase has too many taps to unroll (planar_rows' blocks: AMD
-   Zen 1, "synet bf16", D8 0.82x the time; the unrolled kernels took D9 1.08x, D4 1.0x); not at the baseline
-   (rounding the interleaved vectors as they are stored made D4 with BF16 output 1.25x slower there) */
+   Zen 1, "synet bf16", D8 0.82x the time) or x's two phases are a pair (store_pair rounds both into one
+   vector of 16-bit pairs: D4 0.80x, D9 0.94x; the unrolled kernels of one phase, rounding and packing each
+   vector, took D9 1.08x); not at the baseline (rounding the interleaved vectors as they are stored made D4
+   with BF16 output 1.25x slower there) */
 static int direct_bf16(const synet_deconv_plan *p)
 {
-    if (!DIRECT_BF16 || SYNET_AVX512)
+    if (!DIRECT_BF16 || SYNET_AVX512 || p->stride_x == 2)
         return DIRECT_BF16;
     for (synet_size phase = 0; phase < p->stride_z * p->stride_y * p->stride_x; ++phase)
         if (unrolled_taps(p->phase_taps[phase]))
