@@ -12,7 +12,7 @@
 /* At avx2 the portable loop's auto-vectorised index work (normalise, range check, the blocks' index copies) in
    128-bit vectors: AMD Zen 1 splits each 256-bit operation in two and crosses lanes slowly (vperm2i128 packs the
    64-bit compares), which made the avx2 build slower than the baseline one (G2 1.28 vs 1.10 ms). One thread,
-   separate processes: G1 6.6 -> 5.65 ms (mean of 27 placements of its arrays), G2 1.28 -> 1.04, G3 4.62 -> 3.46,
+   separate processes: G1 6.6 -> 5.65 ms (mean of 16 placements of its arrays), G2 1.28 -> 1.04, G3 4.62 -> 3.46,
    G4 0.59 -> 0.42. (Before the includes, so that every function of the file has the same target options.) */
 #if defined(__AVX2__) && !defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
 #pragma GCC target("prefer-vector-width=128")
