@@ -321,26 +321,25 @@ SYNET_INLINE void store_pair(void *out, int64_t at, vfloat a, vfloat b, vfloat b
 #if VW == 8 && SYNET_AVX2
     if (BF16) { /* both rounded (their only NaN the canonical one, see store_sums), a's BF16 into the low half
                    of each 32-bit lane and b's into the high half: the lanes are the pairs in output order */
-        typedef uint32_t u32x8 __attribute__((vector_size(32)));
-        const __m256i ra = (__m256i)BF16_ROUNDED_BITS((u32x8)a), rb = (__m256i)BF16_ROUNDED_BITS((u32x8)b);
-        _mm256_storeu_si256((__m256i *)((uint16_t *)out + at), _mm256_blend_epi16(_mm256_srli_epi32(ra, 16), rb, 0xAA));
+        const __m256i ha = synet_bf16_nearest_canonical_high_x8((__m256i)a);
+        const __m256i hb = synet_bf16_nearest_canonical_high_x8((__m256i)b);
+        _mm256_storeu_si256((__m256i *)((uint16_t *)out + at), _mm256_blend_epi16(_mm256_srli_epi32(ha, 16), hb, 0xAA));
         return;
     }
-    { /* the in-lane unpacks stored by 128-bit halves, without interleave's lane-crossing permutes
-         (vpermpd: 3 micro-ops on AMD Zen 1; D4 0.95x the time) */
-        const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
-        float *o = (float *)out + at;
-        _mm_storeu_ps(o, _mm256_castps256_ps128(lo));
-        _mm_storeu_ps(o + 4, _mm256_castps256_ps128(hi));
-        _mm_storeu_ps(o + 8, _mm256_extractf128_ps(lo, 1));
-        _mm_storeu_ps(o + 12, _mm256_extractf128_ps(hi, 1));
-        return;
-    }
-#endif
+    /* the in-lane unpacks stored by 128-bit halves, without interleave's lane-crossing permutes (vpermpd: 3
+       micro-ops on AMD Zen 1; D4 0.95x the time) */
+    const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+    float *o = (float *)out + at;
+    _mm_storeu_ps(o, _mm256_castps256_ps128(lo));
+    _mm_storeu_ps(o + 4, _mm256_castps256_ps128(hi));
+    _mm_storeu_ps(o + 8, _mm256_extractf128_ps(lo, 1));
+    _mm_storeu_ps(o + 12, _mm256_extractf128_ps(hi, 1));
+#else
     vfloat lo, hi;
     interleave(a, b, &lo, &hi);
     store_sums(out, at, lo, BF16);
     store_sums(out, at + VW, hi, BF16);
+#endif
 }
 
 /* SHARE 2: a pair of 4-tap phases that shares as shared_pair_sums takes it and whose taps 2 and 3 read
