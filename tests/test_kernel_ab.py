@@ -1,8 +1,12 @@
 """benchmarks/kernel_ab, the kernel A/B harness: its C plan reader names every scalar and table the planner
-writes, so a field added to the plan cannot stay zero in the harness unnoticed."""
+writes, so a field added to the plan cannot stay zero in the harness unnoticed; and it runs the depthwise and
+planar kernels' plans as well as the GEMM's."""
 
 import os
 import re
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -57,3 +61,34 @@ def test_the_planner_mirrors_the_c_constants():
                           ("SYNET_PLANAR_OUT_MAX", planning.PLANAR_OUT_MAX)):
         defined = re.search(rf"#define {c_name} (\d+)", text)
         assert defined is not None and int(defined.group(1)) == value, c_name
+
+
+
+HERE = os.path.dirname(MAIN)
+
+
+@pytest.fixture(scope="module")
+def avx2_harness():
+    """The harness built for avx2 with both copies from synet/src (where gcc, the level and the CPU allow)."""
+    if "avx2" not in synet.config()["dispatch"]["compiled"]["deconvolution"] or shutil.which("gcc") is None:
+        pytest.skip("needs gcc and an x86-64 build with the avx2 level")
+    if synet.config()["dispatch"]["supported"] == "baseline":
+        pytest.skip("the CPU has no AVX2")
+    src = os.path.join(os.path.dirname(PYX), "src")
+    built = subprocess.run(["sh", os.path.join(HERE, "build.sh"), src, src, "avx2"], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    return built.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", ["D9", "D8"])
+def test_the_harness_runs_depthwise_and_planar_plans(avx2_harness, workload, tmp_path):
+    """The harness runs a depthwise (D9) and a planar (D8) plan to the end with the same bits from both copies:
+    their kernels read FP32 weights from the plan's `depthwise` table, which the harness once left NULL (a
+    segfault at the first tap)."""
+    plan = str(tmp_path / f"{workload}.plan")
+    subprocess.run([sys.executable, os.path.join(HERE, "dump.py"), workload, plan, "avx2"], check=True,
+                   capture_output=True)
+    ran = subprocess.run([avx2_harness, plan, "0.2"], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, (ran.returncode, ran.stderr)
+    assert "same bits yes" in ran.stdout, ran.stdout

@@ -120,8 +120,11 @@ int main(int argc, char **argv)
 
     srand(1);
     uint16_t *weights = aligned_alloc(64, (packed_size * 2 + 127) / 64 * 64);
-    for (long long i = 0; i < packed_size; i++)
+    float *depthwise = aligned_alloc(64, (packed_size * 4 + 127) / 64 * 64); /* depthwise / planar plans' FP32 weights */
+    for (long long i = 0; i < packed_size; i++) {
         weights[i] = bf16_bits(uniform(0.4f));
+        memcpy(&depthwise[i], &(uint32_t){(uint32_t)weights[i] << 16}, 4);
+    }
     char *source = aligned_alloc(64, (src_size * 4 + 127) / 64 * 64);
     for (long long i = 0; i < src_size; i++) {
         const float x = uniform(4.0f);
@@ -136,6 +139,7 @@ int main(int argc, char **argv)
     synet_deconv_plan *plans[2] = {&plan_a, &plan_b};
     for (int k = 0; k < 2; k++) {
         plans[k]->weights = weights;
+        plans[k]->depthwise = depthwise;
         plans[k]->bias = plans[k]->params = bias;
     }
     src = source + offset;
