@@ -81,11 +81,11 @@ def avx2_harness():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workload", ["D9", "D8"])
+@pytest.mark.parametrize("workload", ["D9", "D8", "D7"])
 def test_the_harness_runs_depthwise_and_planar_plans(avx2_harness, workload, tmp_path):
     """The harness runs a depthwise (D9) and a planar (D8) plan to the end with the same bits from both copies:
     their kernels read FP32 weights from the plan's `depthwise` table, which the harness once left NULL (a
-    segfault at the first tap)."""
+    segfault at the first tap); and a 3-D GEMM plan (D7), whose workload once gave dump.py no ConvParams."""
     plan = str(tmp_path / f"{workload}.plan")
     subprocess.run([sys.executable, os.path.join(HERE, "dump.py"), workload, plan, "avx2"], check=True,
                    capture_output=True)

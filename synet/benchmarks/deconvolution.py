@@ -149,7 +149,7 @@ def _workload_nd(name, dims, src_c, size, dst_c, kernel, stride, pad, group=1):
                                     kernel_shape=[kernel] * 3, strides=[stride] * 3, pads=[pad] * 6, group=group)
             if session is not None:
                 candidates["onnxruntime fp32"] = session
-        return candidates, {"peak": peak_of(context)}
+        return candidates, {"peak": peak_of(context), "conv": context.conv}
 
     flops = 2 * kernel ** dims * src_c * int(np.prod(size)) * dst_c // group
     layout = "NCL" if dims == 1 else "NCDHW"
