@@ -1,6 +1,6 @@
 """benchmarks/kernel_ab, the kernel A/B harness: its C plan reader names every scalar and table the planner
 writes, so a field added to the plan cannot stay zero in the harness unnoticed; and it runs the depthwise and
-planar kernels' plans as well as the GEMM's."""
+planar kernels' plans as well as the GEMM's, 3-D ones included."""
 
 import os
 import re
@@ -63,7 +63,6 @@ def test_the_planner_mirrors_the_c_constants():
         assert defined is not None and int(defined.group(1)) == value, c_name
 
 
-
 HERE = os.path.dirname(MAIN)
 
 
@@ -82,7 +81,7 @@ def avx2_harness():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workload", ["D9", "D8", "D7"])
-def test_the_harness_runs_depthwise_and_planar_plans(avx2_harness, workload, tmp_path):
+def test_the_harness_runs_every_kind_of_plan(avx2_harness, workload, tmp_path):
     """The harness runs a depthwise (D9) and a planar (D8) plan to the end with the same bits from both copies:
     their kernels read FP32 weights from the plan's `depthwise` table, which the harness once left NULL (a
     segfault at the first tap); and a 3-D GEMM plan (D7), whose workload once gave dump.py no ConvParams."""
