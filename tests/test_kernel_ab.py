@@ -13,7 +13,8 @@ import pytest
 import synet
 from synet import _deconvolution_plan as planning
 
-MAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "kernel_ab", "main.c")
+HARNESS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "kernel_ab")
+MAIN = os.path.join(HARNESS, "main.c")
 pytestmark = pytest.mark.skipif(not os.path.exists(MAIN), reason="needs the checkout")
 
 
@@ -29,7 +30,8 @@ def test_the_harness_reads_every_plan_field(amx):
     assert set(plan.tables) == tables
 
 
-PYX = os.path.join(os.path.dirname(MAIN), "..", "..", "synet", "_deconvolution.pyx")
+PYX = os.path.join(HARNESS, "..", "..", "synet", "_deconvolution.pyx")
+SRC = os.path.join(os.path.dirname(PYX), "src")
 
 
 def test_the_extension_fills_the_c_plan_in_the_planners_order():
@@ -55,15 +57,12 @@ def test_the_extension_fills_the_c_plan_in_the_planners_order():
 
 def test_the_planner_mirrors_the_c_constants():
     """Constants both the planner and the kernels use: deconvolution.h's values."""
-    with open(os.path.join(os.path.dirname(PYX), "src", "deconvolution.h")) as f:
+    with open(os.path.join(SRC, "deconvolution.h")) as f:
         text = f.read()
     for c_name, value in (("SYNET_PACK_CHANNELS", planning.PACK_CHANNELS),
                           ("SYNET_PLANAR_OUT_MAX", planning.PLANAR_OUT_MAX)):
         defined = re.search(rf"#define {c_name} (\d+)", text)
         assert defined is not None and int(defined.group(1)) == value, c_name
-
-
-HERE = os.path.dirname(MAIN)
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +72,7 @@ def avx2_harness():
         pytest.skip("needs gcc and an x86-64 build with the avx2 level")
     if synet.config()["dispatch"]["supported"] == "baseline":
         pytest.skip("the CPU has no AVX2")
-    src = os.path.join(os.path.dirname(PYX), "src")
-    built = subprocess.run(["sh", os.path.join(HERE, "build.sh"), src, src, "avx2"], capture_output=True, text=True)
+    built = subprocess.run(["sh", os.path.join(HARNESS, "build.sh"), SRC, SRC, "avx2"], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
     return built.stdout.strip().splitlines()[-1]
 
@@ -86,7 +84,7 @@ def test_the_harness_runs_every_kind_of_plan(avx2_harness, workload, tmp_path):
     their kernels read FP32 weights from the plan's `depthwise` table, which the harness once left NULL (a
     segfault at the first tap); and a 3-D GEMM plan (D7), whose workload once gave dump.py no ConvParams."""
     plan = str(tmp_path / f"{workload}.plan")
-    subprocess.run([sys.executable, os.path.join(HERE, "dump.py"), workload, plan, "avx2"], check=True,
+    subprocess.run([sys.executable, os.path.join(HARNESS, "dump.py"), workload, plan, "avx2"], check=True,
                    capture_output=True)
     ran = subprocess.run([avx2_harness, plan, "0.2"], capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, (ran.returncode, ran.stderr)
