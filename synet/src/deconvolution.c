@@ -467,7 +467,7 @@ static void pad_row_gemm(const synet_deconv_plan *p, const void *src, void *imag
     for (synet_size g = 0; g < p->group; ++g)
         convert_transposed((const char *)src + ((((n * p->src_c + g * p->cg_in) * p->src_d + z) * p->src_h + y) * p->src_w) * se,
                        p->src_bf16, p->src_d * p->src_h * p->src_w, p->cg_in, p->src_w, d + g * p->cg_padded * e, f32,
-                       quads, cpt);
+                       quads, cpt, ((p->src_d - z) * p->src_h - y) * p->src_w);
 }
 
 static void pad_row(const synet_deconv_plan *p, const void *src, void *image, synet_size r)

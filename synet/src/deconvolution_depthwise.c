@@ -116,7 +116,7 @@ static void planes_row(const synet_deconv_plan *p, const void *src, float *image
     if (!outside)
         convert_transposed((const char *)src + ((n * p->src_d + z) * p->src_h + y) * p->src_w * p->src_c *
                                                    (p->src_bf16 ? 2 : 4),
-                           p->src_bf16, p->src_c, p->src_w, p->src_c, d + left, 1, 0, plane);
+                           p->src_bf16, p->src_c, p->src_w, p->src_c, d + left, 1, 0, plane, 0);
 }
 
 /* Part r of the BF16-rounded FP32 copy of the whole source, zero-padded, each a task of its own: for the
