@@ -410,7 +410,7 @@ SYNET_INLINE void store_image(void *d, int f32, int src_bf16, int quads, synet_s
 /* A transposed copy: d[j * d_row + i] = bf16(s[i * s_row + j]) (f32: NaNs canonical), i < rows, j < cols (VW x VW a step, transposed
    in registers; NCHW -> channels last for the GEMM's image, D7 at avx2, scalar: pad_row 30 % of the time;
    channels last -> planes for a planar plan's). `ahead`: the elements of s from i * s_row on that may be read
-   (the rest of a channels-first source's channel: its later rows, the next calls' own), 0 for none; from AVX2 up
+   (the rest of a channels-first source's channel: the rows the next calls convert), 0 for none; from AVX2 up
    each load prefetches TRANSPOSED_PREFETCH bytes ahead within them, into L2. Channels first, the rows of a
    call are one plane apart, often a multiple of 4 KiB, so that all of them meet in one or two of L1's 64 sets
    (D7: 64 rows 64 KiB apart): prefetched into L1, they evicted one another (D7 0.95x the time), into L2 D7
