@@ -13,7 +13,8 @@ import pytest
 import synet
 from synet import _deconvolution_plan as planning
 
-HARNESS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "kernel_ab")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HARNESS = os.path.join(ROOT, "benchmarks", "kernel_ab")
 MAIN = os.path.join(HARNESS, "main.c")
 pytestmark = pytest.mark.skipif(not os.path.exists(MAIN), reason="needs the checkout")
 
@@ -30,8 +31,8 @@ def test_the_harness_reads_every_plan_field(amx):
     assert set(plan.tables) == tables
 
 
-PYX = os.path.join(HARNESS, "..", "..", "synet", "_deconvolution.pyx")
-SRC = os.path.join(os.path.dirname(PYX), "src")
+PYX = os.path.join(ROOT, "synet", "_deconvolution.pyx")
+SRC = os.path.join(ROOT, "synet", "src")
 
 
 def test_the_extension_fills_the_c_plan_in_the_planners_order():
