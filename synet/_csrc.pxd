@@ -31,6 +31,8 @@ cdef extern from "cpu.h" nogil:
 
 cdef extern from "activations.h" nogil:
     enum:
+        SYNET_ACT_IDENTITY
+        SYNET_ACT_RELU
         SYNET_ACT_PRELU
         SYNET_ACT_COUNT
 
@@ -114,8 +116,10 @@ cdef extern from "deconvolution.h" nogil:
         SYNET_MICRO_BF16
         SYNET_MICRO_AMX
         SYNET_PLANAR_OUT_MAX
+        SYNET_LANES_STRIP
+        SYNET_LANES_TAPS
     ctypedef struct synet_deconv_plan:
-        int impl, micro, wide_weights, src_bf16, dst_bf16, nhwc, direct, act
+        int impl, micro, wide_weights, lanes, src_bf16, dst_bf16, nhwc, direct, act
         Py_ssize_t buf_size
         Py_ssize_t batch, src_c, src_d, src_h, src_w, dst_c, dst_d, dst_h, dst_w, group, cg_in, cg_out
         Py_ssize_t kernel_z, kernel_y, kernel_x, dilation_z, dilation_y, dilation_x, stride_z, stride_y, stride_x

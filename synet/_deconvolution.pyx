@@ -18,8 +18,9 @@ from libc.stdint cimport int64_t, uint16_t
 from libc.stdlib cimport calloc, free
 
 from synet._csrc cimport (
-    SYNET_ACT_COUNT, SYNET_DECONV_DEPTHWISE, SYNET_DECONV_GEMM, SYNET_MICRO_AMX, SYNET_MICRO_BF16, SYNET_MICRO_FP32,
-    SYNET_NOT_READY, SYNET_OK, SYNET_PLANAR_OUT_MAX, SYNET_VALUE_ERROR, synet_barrier, synet_deconv_exact_products_of,
+    SYNET_ACT_COUNT, SYNET_ACT_IDENTITY, SYNET_ACT_RELU, SYNET_DECONV_DEPTHWISE, SYNET_DECONV_GEMM, SYNET_LANES_STRIP,
+    SYNET_LANES_TAPS, SYNET_MICRO_AMX, SYNET_MICRO_BF16, SYNET_MICRO_FP32, SYNET_NOT_READY, SYNET_OK,
+    SYNET_PLANAR_OUT_MAX, SYNET_VALUE_ERROR, synet_barrier, synet_deconv_exact_products_of,
     synet_deconv_kernels, synet_deconv_kernels_at, synet_deconv_plan, synet_deconv_products_exact,
     synet_deconv_source_exponents, synet_deconv_weights, synet_exponent_range,
 )
@@ -113,7 +114,11 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
     if p.impl == SYNET_DECONV_GEMM and (
             (p.direct and not (p.src_bf16 and p.nhwc and p.micro != SYNET_MICRO_FP32)) or
             (p.micro == SYNET_MICRO_FP32 and p.weight_strip != K.fp32_strip) or
-            (p.micro != SYNET_MICRO_FP32 and p.weight_strip < p.block_width) or
+            (p.micro != SYNET_MICRO_FP32 and not p.lanes and p.weight_strip < p.block_width) or
+            (p.lanes and (p.micro != SYNET_MICRO_BF16 or p.nhwc or p.direct or p.stride_x > 2 or
+                          p.kernel_z * p.kernel_y * p.kernel_x > SYNET_LANES_TAPS or
+                          p.weight_strip != SYNET_LANES_STRIP or
+                          (p.act != SYNET_ACT_IDENTITY and p.act != SYNET_ACT_RELU))) or
             (p.micro == SYNET_MICRO_BF16 and not K.micro_bf16) or
             (p.micro == SYNET_MICRO_AMX and (not K.micro_amx or not amx_ready() or p.nunits < 1 or p.amx_runs < 1 or
                                              p.unit_s0 == NULL or p.unit_s1 == NULL or p.unit_ob == NULL or
@@ -247,7 +252,7 @@ cdef _Geometry _new_geometry(planned):
     for i in range(5):
         geo.weight_steps[i] = steps[i]
     # (the orders of planning.FAMILY_SCALARS, SIZED_SCALARS and TABLES: test_deconvolution_plan_fields)
-    (p.impl, p.micro, p.wide_weights, p.src_bf16, p.dst_bf16, p.nhwc, p.direct, p.act, p.src_c, p.dst_c, p.group,
+    (p.impl, p.micro, p.wide_weights, p.lanes, p.src_bf16, p.dst_bf16, p.nhwc, p.direct, p.act, p.src_c, p.dst_c, p.group,
      p.cg_in, p.cg_out, p.kernel_z, p.kernel_y, p.kernel_x, p.dilation_z, p.dilation_y, p.dilation_x, p.stride_z,
      p.stride_y, p.stride_x, p.pad_front, p.pad_top, p.pad_left, p.cg_padded, p.pixel_stride, p.kpairs,
      p.block_width, p.weight_strip, p.nblocks) = <tuple>planned.family_scalars

@@ -37,6 +37,9 @@ MICRO_FP32, MICRO_BF16, MICRO_AMX = 0, 1, 2
 MICRO_NAMES = {MICRO_FP32: "fp32", MICRO_BF16: "avx512bf16", MICRO_AMX: "amx-bf16"}
 # input channels per group in the padded image are a multiple of these: AMX tiles take 32 at a time, the
 # vdpbf16ps kernel two pairs (4 channels), the FP32 kernel one pair
+LANES_STRIP = 4    # output channels of a strip of a lanes plan's packed weights (deconvolution.h)
+LANES_TAPS = 64    # the most kernel positions of a lanes plan
+LANES_ROW_MIN = 32  # output columns per x phase from which a plan is a lanes plan (two vectors a phase)
 CHANNEL_MULTIPLE = {MICRO_FP32: 2, MICRO_BF16: 4, MICRO_AMX: 32}
 BLOCK = 64          # output channels per packed weight block (SYNET_DECONV_BLOCK)
 AMX_BLOCK = 32
@@ -111,7 +114,7 @@ FAMILY_TABLES = ("phase_taps", "phase_tap0", "tap_kz", "tap_ky", "tap_kx", "weig
 TABLES = (*FAMILY_TABLES, *AMX_TABLES, *BORDER_TABLES)
 # synet_deconv_plan's values in the order of a plan's family_scalars and sized_scalars (_deconvolution.pyx,
 # _new_geometry, assigns them in these orders)
-FAMILY_SCALARS = ("impl", "micro", "wide_weights", "src_bf16", "dst_bf16", "nhwc", "direct", "act", "src_c", "dst_c",
+FAMILY_SCALARS = ("impl", "micro", "wide_weights", "lanes", "src_bf16", "dst_bf16", "nhwc", "direct", "act", "src_c", "dst_c",
                   "group", "cg_in", "cg_out", "kernel_z", "kernel_y", "kernel_x", "dilation_z", "dilation_y",
                   "dilation_x", "stride_z", "stride_y", "stride_x", "pad_front", "pad_top", "pad_left", "cg_padded",
                   "pixel_stride", "kpairs", "block_width", "weight_strip", "nblocks")
@@ -189,7 +192,8 @@ class DeconvolutionPlan(NamedTuple):
     def info(self) -> str:
         if self.impl == DEPTHWISE:
             return "Depthwise fp32" if self.scalars["cg_in"] == self.scalars["cg_out"] == 1 else "Planar fp32"
-        return f"PhaseGemm {MICRO_NAMES[self.micro]}" + (" direct" if self.scalars["direct"] else "")
+        return (f"PhaseGemm {MICRO_NAMES[self.micro]}" + (" direct" if self.scalars["direct"] else "")
+                + (" lanes" if self.scalars["lanes"] else ""))
 
 
 _tuple_new = tuple.__new__
@@ -450,7 +454,7 @@ class PlanFamily(NamedTuple):
 
 @functools.lru_cache(maxsize=256)
 def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int, planar: bool, amx: bool,
-                unpadded: bool) -> PlanFamily:
+                unpadded: bool, lanes: bool = False) -> PlanFamily:
     """The family of a geometry given by its fields but src and dst (dims, src_c, dst_c, kernel, ...: the memo's
     key) for plans with the given kernel choices (plan). Memoised: a new spatial size of a known geometry looks
     it up (a key sliced from the Geometry costs 0.2 us, a Geometry made with src and dst () 0.9)."""
@@ -531,7 +535,8 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
         "dilation_z": dilation[0], "dilation_y": dilation[1], "dilation_x": dilation[2], "stride_z": stride[0],
         "stride_y": stride[1], "stride_x": stride[2], "pad_front": pad_begin[0], "pad_top": pad_begin[1],
         "pad_left": pad_begin[2], "cg_padded": cgp, "pixel_stride": cpt, "kpairs": kpairs, "block_width": width,
-        "weight_strip": fp32_strip if micro == MICRO_FP32 else width, "nblocks": nblocks,
+        "weight_strip": fp32_strip if micro == MICRO_FP32 else (LANES_STRIP if lanes else width), "nblocks": nblocks,
+        "lanes": int(lanes),
     }
     scalar_values = tuple([scalars[name] for name in FAMILY_SCALARS])
     kz, ky, kx = kernel
@@ -589,8 +594,15 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
     planar = depthwise or (stride[2] <= 2 and cg_in <= planar_max_in(cg_out, dst[2], nhwc, paired, stride[2] == 1))
     amx = (not (compat & BF16_SOFT) and micro_amx and cg_in >= 16 and not planar and bool(amx_permission()))
     # (the geometry's fields but src and dst: dims, src_c, dst_c, kernel, ...)
+    # channels first on the vdpbf16ps kernel: 16 pixels of an output channel in a vector (deconvolution.c:
+    # lanes_task), where rows are long enough to fill two vectors of each x phase (AMD Zen 4, kernel harness:
+    # 0.80-0.99x the time of the pixel tiles at 64 x 64 outputs and more; at 32 x 32 1.01-1.03x, and 2x at
+    # 16 x 16 with stride 2, half of each vector idle)
+    lanes = (bool(micro_bf16) and not (compat & BF16_SOFT) and not amx and not planar and not nhwc and stride[2] <= 2
+             and dst[2] >= LANES_ROW_MIN * stride[2] and math.prod(kernel) <= LANES_TAPS
+             and geo.activation in (Activation.IDENTITY, Activation.RELU))
     family = plan_family((geo[0], geo[1], geo[3], *geo[5:]), compat, bool(micro_bf16), fp32_strip, planar, amx,
-                         unpadded)
+                         unpadded, lanes)
     cpt, pix = family.cpt, family.pix
     if planar:
         # + 64 floats: a row's last vector may read up to 15 columns past the image (into lanes never stored)

@@ -179,6 +179,26 @@ def probe(seed: int = 0) -> dict[str, np.ndarray]:
         xs.reshape(-1)[::997] = np.resize(specials, xs.reshape(-1)[::997].size)
         ws.reshape(-1)[::41] = np.resize(specials[::-1], ws.reshape(-1)[::41].size)
         out[f"deconv {fmt} streamed nonfinite"] = synet.conv_transpose2d(xs, ws, bias, 2, layout=fmt, n_threads=2)
+    # channels first, rows of >= 32 outputs a phase: from avx512_bf16 on the pixels-in-lanes tasks (two taps a
+    # phase along x and a part block of pairs; stride 1, pad channels, part strips; groups), 1-D and 3-D too
+    for src_c, dst_c, group, kernel, stride, pad, width in ((40, 20, 1, 4, 2, 1, 35), (10, 70, 1, 3, 1, 1, 37),
+                                                            (12, 24, 2, 2, 2, 0, 40)):
+        x = rng.standard_normal((2, src_c, 3, width)).astype(np.float32)
+        w = rng.standard_normal((src_c, dst_c // group, kernel, kernel)).astype(np.float32)
+        x.reshape(-1)[::53] = np.resize(specials, x.reshape(-1)[::53].size)
+        bias = rng.standard_normal(dst_c).astype(np.float32)
+        for act in ("identity", "relu"):
+            for src_type, out_dtype in (("f32", np.float32), ("bf16", ml_dtypes.bfloat16)):
+                xs = x.astype(ml_dtypes.bfloat16) if src_type == "bf16" else x
+                out[f"deconv lanes {src_c}->{dst_c} g{group} k{kernel} s{stride} {act} {src_type}"] = \
+                    synet.conv_transpose2d(xs, w, bias, stride, pad, groups=group, activation=act,
+                                           out_dtype=out_dtype, n_threads=2)
+    x = rng.standard_normal((2, 24, 70)).astype(np.float32)
+    w = rng.standard_normal((24, 16, 4)).astype(np.float32)
+    out["deconv lanes 1-D"] = synet.conv_transpose1d(x, w, None, 2, 1, activation="relu")
+    x = rng.standard_normal((1, 32, 2, 3, 40)).astype(np.float32)
+    w = rng.standard_normal((32, 24, 2, 2, 2)).astype(np.float32)
+    out["deconv lanes 3-D"] = synet.conv_transpose3d(x, w, rng.standard_normal(24).astype(np.float32), 2, n_threads=2)
     return {k: np.ascontiguousarray(v).view(np.uint8).reshape(-1) for k, v in out.items()}
 
 

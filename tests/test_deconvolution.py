@@ -316,6 +316,57 @@ def test_nhwc_tiles_streamed(hw, kernel, stride, pads, cg_out, groups, act, bad)
     assert_same_bits_at_every_offset(d, xs, y)
 
 
+def lanes_plan(conv, micro_bf16=True, compat=0):
+    """Whether the planner makes conv a lanes plan (the vdpbf16ps kernel's pixels-in-lanes tasks) for a CPU
+    with the vdpbf16ps micro-kernel (micro_bf16) and without AMX."""
+    planned = _deconvolution_plan.plan(1, _deconvolution_plan.validate(conv), compat, micro_bf16, False, 64,
+                                       lambda: False)
+    return bool(planned.scalars["lanes"])
+
+
+@pytest.mark.parametrize("fmt, width, kernel, stride, act, compat, micro_bf16, lanes", [
+    ("NCHW", 32, 4, 2, Activation.IDENTITY, 0, True, True),     # 64 output columns a row: two vectors a phase
+    ("NCHW", 31, 4, 2, Activation.IDENTITY, 0, True, False),    # 62
+    ("NCHW", 32, 3, 1, Activation.RELU, 0, True, True),         # stride 1: 32 columns
+    ("NCHW", 30, 3, 1, Activation.RELU, 0, True, False),        # 30
+    ("NCHW", 40, 2, 2, Activation.SWISH, 0, True, False),       # the epilogue's other activations
+    ("NCHW", 40, 3, 3, Activation.IDENTITY, 0, True, False),    # stride 3: three phases along a row
+    ("NHWC", 40, 2, 2, Activation.IDENTITY, 0, True, False),    # channels last: the pixel tiles
+    ("NCHW", 40, 2, 2, Activation.IDENTITY, Compatibility.BF16_SOFT, True, False),  # the FP32 micro-kernel
+    ("NCHW", 40, 2, 2, Activation.IDENTITY, 0, False, False),   # no vdpbf16ps kernel
+    ("NCHW", 40, 9, 2, Activation.IDENTITY, 0, True, False),    # 81 taps
+])
+def test_lanes_plans_chosen(fmt, width, kernel, stride, act, compat, micro_bf16, lanes):
+    """Channels first, stride_x 1 or 2, IDENTITY / RELU, at most SYNET_LANES_TAPS taps and rows of at least
+    LANES_ROW_MIN output columns a phase, on the vdpbf16ps micro-kernel: a lanes plan; else the pixel tiles."""
+    conv = ConvParams.deconvolution(32, 3, width, 24, kernel, stride, 1, (kernel - stride + 1) // 2,
+                                    activation=act, format=fmt)
+    assert lanes_plan(conv, micro_bf16, compat) == lanes
+    planned = _deconvolution_plan.plan(1, _deconvolution_plan.validate(conv), compat, micro_bf16, False, 64,
+                                       lambda: False)
+    assert planned.info.endswith(" lanes") == lanes
+
+
+@pytest.mark.parametrize("cg_in, cg_out, groups, hw, kernel, stride, dilation, pads, bad", [
+    (40, 20, 1, (3, 35), (4, 4), (2, 2), (1, 1), 1, ()),    # two taps a phase along x; 20 pairs: blocks of 16, 4
+    (10, 70, 1, (2, 37), (3, 3), (1, 1), (1, 1), 1, ()),    # stride 1; pad channels; blocks of 64 and 6 outputs
+    (12, 24, 2, (4, 40), (2, 2), (2, 2), (1, 1), 0, ()),    # groups; a tap a phase
+    (24, 8, 1, (3, 33), (3, 3), (2, 2), (2, 2), (2, 1, 0, -1), ()),   # dilation, uneven pads, output_padding
+    (64, 32, 1, (2, 70), (2, 2), (2, 2), (1, 1), 0, ()),    # 140 outputs a row: two chunks and a part one
+    (16, 16, 1, (3, 40), (4, 4), (2, 2), (1, 1), 1, ((0.3, np.nan), (0.6, np.inf))),   # exact borders
+])
+@pytest.mark.parametrize("src_bf16, dst_bf16, act", [(False, False, Activation.IDENTITY),
+                                                     (True, True, Activation.RELU), (False, True, Activation.RELU)])
+def test_nchw_pixels_in_lanes(cg_in, cg_out, groups, hw, kernel, stride, dilation, pads, bad, src_bf16, dst_bf16,
+                              act):
+    """Lanes plans (at avx512_bf16 and amx: 16 pixels of one output channel in a vector, the weights of a few
+    channels broadcast): against the reference, with the same bits at every dst offset and on 2 threads."""
+    d, xs, y = run_case("NCHW", 2, cg_in, cg_out, groups, hw, kernel, stride, dilation, pads, src_bf16, dst_bf16,
+                        act, True, 6000 + cg_out, bad_weights=bad)
+    assert lanes_plan(d.conv) or not d.info().startswith("PhaseGemm avx512bf16")
+    assert_same_bits_at_every_offset(d, xs, y)
+
+
 @pytest.mark.parametrize("cg_out, groups", [(16, 1), (64, 1), (80, 1), (128, 1), (48, 2), (40, 1)])
 @pytest.mark.parametrize("act", [Activation.IDENTITY, Activation.RELU, Activation.SWISH])
 @pytest.mark.parametrize("dst_bf16", [False, True])

@@ -61,7 +61,8 @@ def test_the_planner_mirrors_the_c_constants():
     with open(os.path.join(SRC, "deconvolution.h")) as f:
         text = f.read()
     for c_name, value in (("SYNET_PACK_CHANNELS", planning.PACK_CHANNELS),
-                          ("SYNET_PLANAR_OUT_MAX", planning.PLANAR_OUT_MAX)):
+                          ("SYNET_PLANAR_OUT_MAX", planning.PLANAR_OUT_MAX),
+                          ("SYNET_LANES_STRIP", planning.LANES_STRIP), ("SYNET_LANES_TAPS", planning.LANES_TAPS)):
         defined = re.search(rf"#define {c_name} (\d+)", text)
         assert defined is not None and int(defined.group(1)) == value, c_name
 

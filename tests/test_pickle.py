@@ -137,6 +137,12 @@ def conv_cases():
             x = x.astype(BF16)
         cases.append((name, context, (x,),
                       weight.nbytes + bias.nbytes + np.asarray([] if params is None else params, np.float32).nbytes))
+    # channels first with rows of 66 outputs: a lanes plan at avx512_bf16 (packed weights in strips of 4 channels)
+    conv = ConvParams.deconvolution(20, 3, 33, 24, kernel=4, stride=2, pad=1, activation="relu")
+    weight = rng.standard_normal((20, 24, 4, 4)).astype(np.float32)
+    context = Deconvolution16b(1, conv)
+    context.set_params(weight)
+    cases.append(("nchw lanes", context, (rng.standard_normal((1, 20, 3, 33)).astype(np.float32),), weight.nbytes))
     # non-finite weights: the exact-border pass (its FP32 weight copy) is rebuilt, not pickled
     for fmt, cin, cout, g in (("NCHW", 8, 6, 1), ("NHWC", 8, 6, 1), ("NCHW", 4, 4, 4)):
         conv = ConvParams.deconvolution(cin, 4, 5, cout, kernel=3, stride=1, pad=0, group=g, format=fmt)

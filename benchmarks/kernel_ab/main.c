@@ -47,7 +47,7 @@ static void parse(const char *path, synet_deconv_plan *p)
             if (fscanf(f, "%lld", &v) != 1)
                 exit(1);
 #define SCALAR(x) if (!strcmp(name, #x)) p->x = v;
-            SCALAR(impl) SCALAR(micro) SCALAR(wide_weights) SCALAR(src_bf16) SCALAR(dst_bf16) SCALAR(nhwc) SCALAR(direct) SCALAR(act)
+            SCALAR(impl) SCALAR(micro) SCALAR(wide_weights) SCALAR(lanes) SCALAR(src_bf16) SCALAR(dst_bf16) SCALAR(nhwc) SCALAR(direct) SCALAR(act)
             SCALAR(buf_size) SCALAR(batch) SCALAR(src_c) SCALAR(src_d) SCALAR(src_h) SCALAR(src_w) SCALAR(dst_c)
             SCALAR(dst_d) SCALAR(dst_h) SCALAR(dst_w) SCALAR(group) SCALAR(cg_in) SCALAR(cg_out) SCALAR(kernel_z)
             SCALAR(kernel_y) SCALAR(kernel_x) SCALAR(dilation_z) SCALAR(dilation_y) SCALAR(dilation_x)

@@ -422,6 +422,59 @@ static void convert_run_quads(const void *s, int src_bf16, uint16_t *d, synet_si
 #endif
 }
 
+#if HAVE_BF16
+/* ---- channels first, pixels in lanes (p->lanes: the vdpbf16ps kernel's own image and tasks, lanes_task) ----
+
+   A lanes plan's image holds each padded row (z, y) as [pair q][x], a 32-bit lane a pixel: the quad image's
+   pairs (quad_place: q = 2j channels 4j (high) and 4j + 2 (low), q = 2j + 1 channels 4j + 1 and 4j + 3) with
+   a row's pixels side by side, so that 16 pixels of a pair are one vector. Same size as the channels-last
+   image. */
+
+/* 16 source values of one channel row from x (lanes k) as BF16 bits in the low half of each 32-bit lane */
+SYNET_INLINE __m512i lanes_source(const char *s, int src_bf16, synet_size x, __mmask16 k)
+{
+    if (src_bf16)
+        return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, (const uint16_t *)(const void *)s + x));
+    return synet_bf16_nearest_x16(_mm512_castps_si512(_mm512_maskz_loadu_ps(k, (const float *)(const void *)s + x)));
+}
+
+/* Image row (n, z, y) (z, y: source coordinates) of a lanes plan, at d: each pair row's pad_low_x zero lanes,
+   the source row's pixels (channel pair (hi, hi + 2) as (high, low) halves), zeros to padded_w. Each channel's
+   loads prefetch TRANSPOSED_PREFETCH bytes ahead into L2 within the channel (convert_transposed's reasons). */
+static void pad_row_lanes(const synet_deconv_plan *p, const void *src, uint32_t *d, synet_size n, synet_size z,
+                          synet_size y)
+{
+    const synet_size w = p->padded_w, pairs = p->cg_padded / 2, se = p->src_bf16 ? 2 : 4;
+    const synet_size plane = p->src_d * p->src_h * p->src_w, right = w - p->pad_low_x - p->src_w;
+    const synet_size prefetch_end = ((p->src_d - z) * p->src_h - y) * p->src_w * se - TRANSPOSED_PREFETCH;
+    for (synet_size g = 0; g < p->group; ++g)
+        for (synet_size q = 0; q < pairs; ++q) {
+            uint32_t *o = d + (g * pairs + q) * w;
+            const synet_size hi = 4 * (q / 2) + q % 2, lo = hi + 2;
+            memset(o, 0, p->pad_low_x * 4);
+            memset(o + p->pad_low_x + p->src_w, 0, right * 4);
+            o += p->pad_low_x;
+            if (hi >= p->cg_in) {
+                memset(o, 0, p->src_w * 4);
+                continue;
+            }
+            const char *sh = (const char *)src + ((((n * p->src_c + g * p->cg_in + hi) * p->src_d + z) * p->src_h + y) * p->src_w) * se;
+            const char *sl = lo < p->cg_in ? sh + 2 * plane * se : NULL;
+            for (synet_size x = 0; x < p->src_w; x += 16) {
+                const __mmask16 k = synet_mask16(p->src_w - x);
+                if (x * se < prefetch_end) {
+                    _mm_prefetch(sh + x * se + TRANSPOSED_PREFETCH, _MM_HINT_T1);
+                    if (sl)
+                        _mm_prefetch(sl + x * se + TRANSPOSED_PREFETCH, _MM_HINT_T1);
+                }
+                const __m512i h = lanes_source(sh, p->src_bf16, x, k);
+                const __m512i l = sl ? lanes_source(sl, p->src_bf16, x, k) : _mm512_setzero_si512();
+                _mm512_mask_storeu_epi32(o + x, k, _mm512_or_si512(_mm512_slli_epi32(h, 16), l));
+            }
+        }
+}
+#endif
+
 /* GEMM: row r of image[n, yp, xp, g, c] = bf16(src[n, g*cg_in + c, yp - pad_low_y, xp - pad_low_x]), zero
    outside the source and in the pad channels; c at quad_place(c) for image_quads */
 static void pad_row_gemm(const synet_deconv_plan *p, const void *src, void *image, synet_size r)
@@ -432,6 +485,12 @@ static void pad_row_gemm(const synet_deconv_plan *p, const void *src, void *imag
     const synet_size y = r % p->padded_h - p->pad_low_y;
     const int outside = y < 0 || y >= p->src_h || z < 0 || z >= p->src_d;
     char *d = (char *)image + r * row_len * e;
+#if HAVE_BF16
+    if (!outside && p->lanes) {
+        pad_row_lanes(p, src, (uint32_t *)(void *)d, n, z, y);
+        return;
+    }
+#endif
     if (outside || p->cg_padded != p->cg_in) {
         memset(d, 0, row_len * e);
         if (outside)
@@ -882,6 +941,177 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
 #endif
 }
 
+#if HAVE_BF16
+/* ---- lanes_task: channels first, 16 pixels of an output channel in a vector ---- */
+
+/* One tile: NP vectors of 16 pixels of one phase x NC output channels, summed in AMX's order as bf16_block
+   does (per tap and block of KBLOCK pairs: the even pairs' sums and the odd pairs' from zero, then
+   total += even + odd), each lane a pixel: per step a pair row of the image (lanes k[v] of vector v, the
+   others zero) and a channel's weight pair broadcast. a: the image's lanes at the tile's first pixel (taps at
+   toff, pair rows qs apart); b: the packed weights of its first channel's strip (SYNET_LANES_STRIP channels,
+   rows [tap][pair] of one pair each, ntaps * kpairs rows a strip); totals to out[c * 32 + 16 * v]. The sums
+   (3 x NP x NC), two pair rows a vector and two weights fill the registers. */
+SYNET_INLINE void lanes_tile(const uint32_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t qs,
+                             const __mmask16 *k, const uint16_t *b, float *out, const int NP, const int NC)
+{
+    const int64_t rs = 2 * SYNET_LANES_STRIP, strip = ntaps * kpairs * rs; /* uint16 elements of a row, a strip */
+    __m512 total[2][8];
+    for (int v = 0; v < NP; ++v)
+        for (int c = 0; c < NC; ++c)
+            total[v][c] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < ntaps; ++t)
+        for (int64_t k0 = 0; k0 < kpairs; k0 += KBLOCK) {
+            const int64_t pairs = SYNET_MIN(kpairs - k0, KBLOCK);
+            __m512 even[2][8], odd[2][8];
+            for (int v = 0; v < NP; ++v)
+                for (int c = 0; c < NC; ++c)
+                    even[v][c] = odd[v][c] = _mm512_setzero_ps();
+            for (int64_t q = k0; q < k0 + pairs; q += 2) {
+                const uint32_t *xr = a + toff[t] + q * qs;
+                const uint16_t *row = b + (t * kpairs + q) * rs;
+                __m512bh xe[2], xo[2];
+                for (int v = 0; v < NP; ++v) {
+                    xe[v] = (__m512bh)_mm512_maskz_loadu_epi32(k[v], xr + 16 * v);
+                    xo[v] = (__m512bh)_mm512_maskz_loadu_epi32(k[v], xr + qs + 16 * v);
+                }
+                for (int c = 0; c < NC; ++c) {
+                    const uint16_t *w = row + c / SYNET_LANES_STRIP * strip + c % SYNET_LANES_STRIP * 2;
+                    int32_t pe, po;
+                    memcpy(&pe, w, 4);
+                    memcpy(&po, w + rs, 4);
+                    const __m512bh we = (__m512bh)_mm512_set1_epi32(pe), wo = (__m512bh)_mm512_set1_epi32(po);
+                    for (int v = 0; v < NP; ++v) {
+                        even[v][c] = _mm512_dpbf16_ps(even[v][c], xe[v], we);
+                        odd[v][c] = _mm512_dpbf16_ps(odd[v][c], xo[v], wo);
+                    }
+                }
+            }
+            for (int v = 0; v < NP; ++v)
+                for (int c = 0; c < NC; ++c)
+                    total[v][c] = _mm512_add_ps(total[v][c], _mm512_add_ps(even[v][c], odd[v][c]));
+        }
+    for (int v = 0; v < NP; ++v)
+        for (int c = 0; c < NC; ++c)
+            _mm512_storeu_ps(out + c * 32 + 16 * v, total[v][c]);
+}
+
+/* output channels of a lanes tile of np vectors (its sums fill the registers); a multiple of SYNET_LANES_STRIP */
+static int lanes_channels(int np) { return np == 2 ? 4 : 8; }
+
+static void lanes_call(const uint32_t *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t qs,
+                       const __mmask16 *k, const uint16_t *b, float *out, int np, int nc)
+{
+    switch (np * 8 + nc) {
+#define LANES_CASE(NP, NC) \
+    case (NP) * 8 + (NC): \
+        lanes_tile(a, toff, ntaps, kpairs, qs, k, b, out, NP, NC); \
+        return;
+        LANES_CASE(1, 1) LANES_CASE(1, 2) LANES_CASE(1, 3) LANES_CASE(1, 4)
+        LANES_CASE(1, 5) LANES_CASE(1, 6) LANES_CASE(1, 7) LANES_CASE(1, 8)
+        LANES_CASE(2, 1) LANES_CASE(2, 2) LANES_CASE(2, 3) LANES_CASE(2, 4)
+#undef LANES_CASE
+    default:
+        break;
+    }
+}
+
+/* lanes [lo, hi) of a vector of 16 (clamped to it) */
+static __mmask16 lanes_between(synet_size lo, synet_size hi)
+{
+    lo = SYNET_MAX(lo, 0);
+    hi = SYNET_MIN(hi, 16);
+    return hi > lo ? (__mmask16)(synet_mask16(hi) & ~synet_mask16(lo)) : 0;
+}
+
+/* gemm_task for a lanes plan: a run of output rows of one image and group, one block of <= 64 output channels.
+   A row goes in chunks of up to 2 x 16 x stride_x outputs from x0: the outputs x0 + u + stride_x * m of each
+   parity u < stride_x are pixels i0 + m of one phase (i0 = (x0 + u + pad_left) / stride_x), a vector of 16
+   each; a few output channels at a time, each parity's sums of those pixels, then (stride_x 2) interleaved
+   into consecutive outputs, bias and activation added, in whole vectors (past the caches where p->stream). */
+static void lanes_task(const synet_deconv_plan *p, const void *image, void *dst, synet_size task)
+{
+    float sums[2][8 * 32];
+    int64_t toff[2][SYNET_LANES_TAPS];
+    synet_size t = task;
+    const synet_size ob = t % p->nblocks;
+    t /= p->nblocks;
+    const synet_size nruns = (p->nrows + p->row_run - 1) / p->row_run, run = t % nruns;
+    t /= nruns;
+    const synet_size g = t % p->group, n = t / p->group;
+    const synet_size sx = p->stride_x, phases = p->stride_z * p->stride_y * sx, span = 16 * sx;
+    const synet_size nvalid = block_valid(p, ob);
+    const synet_size oc0 = g * p->cg_out + ob * BLOCK, cstep = channel_step(p), e = p->dst_bf16 ? 2 : 4;
+    const uint32_t *img = (const uint32_t *)image + (n * p->padded_image + g * p->cg_padded * p->padded_w) / 2;
+    const int relu = p->act == SYNET_ACT_RELU, stream = p->stream && !p->dst_bf16;
+    /* output lanes in order from the two parities' sums: (0, 16), (1, 17), ... */
+    const __m512i first = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i second = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    for (synet_size r = run * p->row_run; r < SYNET_MIN(p->nrows, (run + 1) * p->row_run); ++r) {
+        const synet_deconv_row row = synet_deconv_row_of(p, r);
+        const uint32_t *a = img + ((row.k + p->pad_low_z) * p->padded_h + row.j + p->pad_low_y) * p->padded_w *
+                                      p->pixel_stride / 2 + p->pad_low_x;
+        const synet_size d0 = n * p->dst_image + oc0 * cstep + (row.oz * p->dst_h + row.oy) * p->dst_w;
+        for (synet_size x0 = 0; x0 < p->dst_w; x0 += 2 * span) {
+            const int np = p->dst_w - x0 > span ? 2 : 1, nc_max = lanes_channels(np);
+            const uint16_t *bw[2];
+            const uint32_t *at[2];
+            synet_size ntaps[2];
+            __mmask16 k[2][2];
+            for (synet_size u = 0; u < sx; ++u) { /* parity u: phase rx, its pixels from i0 */
+                const synet_size rx = (x0 + u + p->pad_left) % sx, i0 = (x0 + u + p->pad_left) / sx;
+                const synet_size phase = row.rzy * sx + rx, t0 = p->phase_tap0[phase];
+                ntaps[u] = p->phase_taps[phase];
+                bw[u] = p->weights + p->weight_offsets[(g * phases + phase) * p->nblocks + ob];
+                at[u] = a + i0;
+                for (synet_size i = 0; i < ntaps[u]; ++i) { /* the channels-last image's offset, its x part dx
+                                                               taken out (pixel_stride elements a pixel) and put back (1) */
+                    const synet_size dx = -(p->tap_kx[t0 + i] * p->dilation_x / sx);
+                    toff[u][i] = (p->tap_offsets[t0 + i] - dx * p->pixel_stride) / 2 + dx;
+                }
+                for (int v = 0; v < np; ++v) {
+                    const synet_size from = i0 + 16 * v - p->col_first[rx];
+                    k[u][v] = lanes_between(-from, p->col_count[rx] - from);
+                }
+            }
+            for (synet_size c0 = 0; c0 < nvalid; c0 += nc_max) {
+                const int nc = (int)SYNET_MIN((synet_size)nc_max, nvalid - c0);
+                for (synet_size u = 0; u < sx; ++u)
+                    lanes_call(at[u], toff[u], ntaps[u], p->kpairs, p->padded_w, k[u],
+                               bw[u] + c0 * ntaps[u] * p->kpairs * 2, sums[u], np, nc);
+                for (int c = 0; c < nc; ++c) {
+                    const __m512 bias = _mm512_set1_ps(p->bias[oc0 + c0 + c]);
+                    const synet_size o = d0 + (c0 + c) * cstep;
+                    for (int v = 0; v < np; ++v) {
+                        const __m512 s0 = _mm512_loadu_ps(sums[0] + c * 32 + 16 * v);
+                        __m512 out[2];
+                        if (sx == 2) {
+                            const __m512 s1 = _mm512_loadu_ps(sums[1] + c * 32 + 16 * v);
+                            out[0] = _mm512_permutex2var_ps(s0, first, s1);
+                            out[1] = _mm512_permutex2var_ps(s0, second, s1);
+                        } else {
+                            out[0] = s0;
+                        }
+                        for (synet_size h = 0; h < sx; ++h) {
+                            const synet_size x = x0 + span * v + 16 * h;
+                            const __mmask16 lanes = lanes_between(0, p->dst_w - x);
+                            if (!lanes)
+                                continue;
+                            const __m512 value = _mm512_add_ps(out[h], bias);
+                            if (lanes == 0xFFFF && stream && !(((uintptr_t)dst + (o + x) * e) & 63))
+                                store_act16_lanes(dst, o + x, lanes, value, relu, 0, 2);
+                            else
+                                store_act16(dst, o + x, lanes, value, relu, p->dst_bf16);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (stream)
+        _mm_sfence();
+}
+#endif
+
 #if HAVE_AMX
 /* AMX: one run of units, each one or two segments of <= 16 pixels of a phase x one block of <= 32 channels;
    each unit's stores run during the next unit's tile arithmetic (two tile buffers). */
@@ -937,6 +1167,12 @@ static void task(const synet_deconv_plan *p, const void *src, void *image, void 
     }
 #endif
     (void)rows;
+#if HAVE_BF16
+    if (p->lanes) {
+        lanes_task(p, image, dst, t);
+        return;
+    }
+#endif
     gemm_task(p, p->direct ? src : image, dst, t);
 }
 
@@ -1057,7 +1293,10 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
                                  : _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, step, w1 + n * co_step, 4);
             const __m512i pairs = synet_bf16_pairs_x16(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b));
             bad |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(pairs, exponent), exponent);
-            _mm512_storeu_si512((void *)(row + 2 * n), pairs);
+            if (lanes - n >= 16)
+                _mm512_storeu_si512((void *)(row + 2 * n), pairs);
+            else /* a lanes plan's strip of SYNET_LANES_STRIP channels */
+                _mm512_mask_storeu_epi16(row + 2 * n, (__mmask32)((1u << (2 * (lanes - n))) - 1), pairs);
         }
     nonfinite |= bad != 0;
     if (wide && n)
@@ -1133,7 +1372,8 @@ SYNET_INLINE synet_size kernel_position(const synet_deconv_plan *p, synet_size t
 #if SYNET_AVX512
 /* pack_gemm for weights whose taps of one (ci, co) are contiguous (PyTorch's NCHW layout, kernels of <= 16
    taps): 16 output channels x every tap a step, transposed in registers, one 64-byte row store per tap
-   (D1's weights: 3x faster than gathering each row). w0, w1: the pair's weights (pair_weights). */
+   (D1's weights: 3x faster than gathering each row), or for a lanes plan one 16-byte store per strip of
+   SYNET_LANES_STRIP channels. w0, w1: the pair's weights (pair_weights). */
 static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size g, synet_size k,
                                 const float *w0, const float *w1, uint16_t *packed)
 {
@@ -1143,14 +1383,17 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
     __mmask32 bad = 0;
     __m512 r0[TRANSPOSED_TAPS_MAX], r1[TRANSPOSED_TAPS_MAX];
     uint16_t *rows[TRANSPOSED_TAPS_MAX];
+    synet_size strip_step[TRANSPOSED_TAPS_MAX]; /* lanes: elements from one strip's row to the next strip's */
     for (synet_size ob = 0; ob < p->nblocks; ++ob) {
         const synet_size first = ob * p->block_width;
         const synet_size valid = block_valid(p, ob), lanes = (valid + 15) / 16 * 16;
-        for (synet_size phase = 0; phase < phases; ++phase) { /* the row of each kernel position */
+        for (synet_size phase = 0; phase < phases; ++phase) { /* the row of each kernel position (its first strip) */
             const synet_size t0 = p->phase_tap0[phase];
-            for (synet_size t = 0; t < p->phase_taps[phase]; ++t)
+            for (synet_size t = 0; t < p->phase_taps[phase]; ++t) {
                 rows[kernel_position(p, t0 + t)] = packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob] +
-                    strip_row(p, p->phase_taps[phase], t, k, lanes, 0); /* one strip (pack_gemm checks) */
+                    strip_row(p, p->phase_taps[phase], t, k, lanes, 0); /* whole rows or lanes strips (pack_gemm) */
+                strip_step[kernel_position(p, t0 + t)] = row_units(p, SYNET_LANES_STRIP) * p->phase_taps[phase] * p->kpairs;
+            }
         }
         for (synet_size n = 0; n < lanes; n += 16) {
             const synet_size nn = SYNET_MIN((synet_size)16, valid - n);
@@ -1161,7 +1404,15 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
             for (synet_size t = 0; t < taps; ++t) {
                 const __m512i pairs = synet_bf16_pairs_x16(w0 ? r0[t] : _mm512_setzero_ps(), w1 ? r1[t] : _mm512_setzero_ps());
                 bad |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(pairs, exponent), exponent);
-                _mm512_storeu_si512((void *)(rows[t] + 2 * n), pairs);
+                if (!p->lanes) {
+                    _mm512_storeu_si512((void *)(rows[t] + 2 * n), pairs);
+                } else {
+                    uint16_t *strip = rows[t] + n / SYNET_LANES_STRIP * strip_step[t];
+                    _mm_storeu_si128((__m128i *)(void *)strip, _mm512_castsi512_si128(pairs));
+                    _mm_storeu_si128((__m128i *)(void *)(strip + strip_step[t]), _mm512_extracti32x4_epi32(pairs, 1));
+                    _mm_storeu_si128((__m128i *)(void *)(strip + 2 * strip_step[t]), _mm512_extracti32x4_epi32(pairs, 2));
+                    _mm_storeu_si128((__m128i *)(void *)(strip + 3 * strip_step[t]), _mm512_extracti32x4_epi32(pairs, 3));
+                }
             }
         }
         if (p->wide_weights)
@@ -1239,7 +1490,7 @@ static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, 
 #if SYNET_AVX512 || SYNET_AVX2
     if ((w0 || w1) && w->kx_step == 1 && w->ky_step == p->kernel_x && w->kz_step == p->kernel_y * p->kernel_x &&
         w->co_step == p->kernel_z * w->kz_step && w->co_step <= TRANSPOSED_TAPS_MAX && w->co_step > 1 &&
-        (!SYNET_AVX512 || p->weight_strip >= p->block_width)) /* (AVX-512: one strip) */
+        (!SYNET_AVX512 || p->weight_strip >= p->block_width || p->lanes)) /* (AVX-512: one strip, or lanes strips) */
         return pack_gemm_transposed(p, w, g, k, w0, w1, packed);
 #endif
     const synet_size phases = p->stride_z * p->stride_y * p->stride_x;

@@ -20,12 +20,17 @@ enum { SYNET_MICRO_FP32 = 0, SYNET_MICRO_BF16 = 1, SYNET_MICRO_AMX = 2 };
 
 #define SYNET_DECONV_BLOCK 64 /* output channels per packed weight block (32 with AMX) */
 #define SYNET_PLANAR_OUT_MAX 4 /* output channels a planar (DEPTHWISE) task sums at once: a group's in blocks */
+#define SYNET_LANES_STRIP 4 /* output channels of a strip of a lanes plan's packed weights */
+#define SYNET_LANES_TAPS 64 /* the most taps (kernel positions) of a lanes plan */
 #define SYNET_PACK_CHANNELS 16 /* output channels a DEPTHWISE plan's weight packing unit rounds (pack_units) */
 
 typedef struct synet_deconv_plan {
     int impl;        /* SYNET_DECONV_GEMM or SYNET_DECONV_DEPTHWISE */
     int micro;       /* GEMM: SYNET_MICRO_* */
     int wide_weights; /* SYNET_MICRO_FP32: packed rows of float32 weights (even channels, then odd), not pairs */
+    int lanes;       /* SYNET_MICRO_BF16, channels first, stride_x <= 2, at most SYNET_LANES_TAPS taps, IDENTITY /
+                        RELU: the pixels-in-lanes kernel (deconvolution.c: lanes_task), its own image layout and
+                        weights in strips of SYNET_LANES_STRIP channels */
     int src_bf16, dst_bf16; /* BF16 (raw bits) or FP32 src / dst */
     int nhwc;        /* NHWC (else NCHW) src and dst */
     int direct;      /* BF16 NHWC src read in place as the padded image (no copy) */
