@@ -252,9 +252,9 @@ cdef _Geometry _new_geometry(planned):
     for i in range(5):
         geo.weight_steps[i] = steps[i]
     # (the orders of planning.FAMILY_SCALARS, SIZED_SCALARS and TABLES: test_deconvolution_plan_fields)
-    (p.impl, p.micro, p.wide_weights, p.lanes, p.src_bf16, p.dst_bf16, p.nhwc, p.direct, p.act, p.src_c, p.dst_c, p.group,
-     p.cg_in, p.cg_out, p.kernel_z, p.kernel_y, p.kernel_x, p.dilation_z, p.dilation_y, p.dilation_x, p.stride_z,
-     p.stride_y, p.stride_x, p.pad_front, p.pad_top, p.pad_left, p.cg_padded, p.pixel_stride, p.kpairs,
+    (p.impl, p.micro, p.wide_weights, p.lanes, p.src_bf16, p.dst_bf16, p.nhwc, p.direct, p.act, p.src_c, p.dst_c,
+     p.group, p.cg_in, p.cg_out, p.kernel_z, p.kernel_y, p.kernel_x, p.dilation_z, p.dilation_y, p.dilation_x,
+     p.stride_z, p.stride_y, p.stride_x, p.pad_front, p.pad_top, p.pad_left, p.cg_padded, p.pixel_stride, p.kpairs,
      p.block_width, p.weight_strip, p.nblocks) = <tuple>planned.family_scalars
     (p.buf_size, p.batch, p.src_d, p.src_h, p.src_w, p.dst_d, p.dst_h, p.dst_w, p.padded_d, p.padded_h, p.padded_w,
      p.pad_low_z, p.pad_low_y, p.pad_low_x, p.padded_image, p.nrows, p.nunits, p.amx_runs, p.ntasks, p.row_run,

@@ -114,8 +114,8 @@ FAMILY_TABLES = ("phase_taps", "phase_tap0", "tap_kz", "tap_ky", "tap_kx", "weig
 TABLES = (*FAMILY_TABLES, *AMX_TABLES, *BORDER_TABLES)
 # synet_deconv_plan's values in the order of a plan's family_scalars and sized_scalars (_deconvolution.pyx,
 # _new_geometry, assigns them in these orders)
-FAMILY_SCALARS = ("impl", "micro", "wide_weights", "lanes", "src_bf16", "dst_bf16", "nhwc", "direct", "act", "src_c", "dst_c",
-                  "group", "cg_in", "cg_out", "kernel_z", "kernel_y", "kernel_x", "dilation_z", "dilation_y",
+FAMILY_SCALARS = ("impl", "micro", "wide_weights", "lanes", "src_bf16", "dst_bf16", "nhwc", "direct", "act", "src_c",
+                  "dst_c", "group", "cg_in", "cg_out", "kernel_z", "kernel_y", "kernel_x", "dilation_z", "dilation_y",
                   "dilation_x", "stride_z", "stride_y", "stride_x", "pad_front", "pad_top", "pad_left", "cg_padded",
                   "pixel_stride", "kpairs", "block_width", "weight_strip", "nblocks")
 SIZED_SCALARS = ("buf_size", "batch", "src_d", "src_h", "src_w", "dst_d", "dst_h", "dst_w", "padded_d", "padded_h",
