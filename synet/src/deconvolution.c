@@ -458,7 +458,8 @@ static void pad_row_lanes(const synet_deconv_plan *p, const void *src, uint32_t 
                 memset(o, 0, p->src_w * 4);
                 continue;
             }
-            const char *sh = (const char *)src + ((((n * p->src_c + g * p->cg_in + hi) * p->src_d + z) * p->src_h + y) * p->src_w) * se;
+            const synet_size channel = n * p->src_c + g * p->cg_in + hi;
+            const char *sh = (const char *)src + (((channel * p->src_d + z) * p->src_h + y) * p->src_w) * se;
             const char *sl = lo < p->cg_in ? sh + 2 * plane * se : NULL;
             for (synet_size x = 0; x < p->src_w; x += 16) {
                 const __mmask16 k = synet_mask16(p->src_w - x);
@@ -1063,8 +1064,9 @@ static void lanes_task(const synet_deconv_plan *p, const void *image, void *dst,
                 ntaps[u] = p->phase_taps[phase];
                 bw[u] = p->weights + p->weight_offsets[(g * phases + phase) * p->nblocks + ob];
                 at[u] = a + i0;
-                for (synet_size i = 0; i < ntaps[u]; ++i) { /* the channels-last image's offset, its x part dx
-                                                               taken out (pixel_stride elements a pixel) and put back (1) */
+                /* each tap's offset: the channels-last image's, in lanes, its x part (dx pixels of pixel_stride
+                   elements) put back as dx lanes */
+                for (synet_size i = 0; i < ntaps[u]; ++i) {
                     const synet_size dx = -(p->tap_kx[t0 + i] * p->dilation_x / sx);
                     toff[u][i] = (p->tap_offsets[t0 + i] - dx * p->pixel_stride) / 2 + dx;
                 }
