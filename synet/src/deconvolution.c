@@ -835,6 +835,24 @@ static void store_phases(const synet_deconv_plan *p, float *sums, synet_size chu
 }
 #endif
 
+/* Task t of a GEMM plan without AMX: its image n, group g, run of rows and output channel block ob */
+typedef struct gemm_task_place {
+    synet_size n, g, run, ob;
+} gemm_task_place;
+
+static gemm_task_place gemm_task_of(const synet_deconv_plan *p, synet_size t)
+{
+    gemm_task_place at;
+    const synet_size nruns = (p->nrows + p->row_run - 1) / p->row_run;
+    at.ob = t % p->nblocks;
+    t /= p->nblocks;
+    at.run = t % nruns;
+    t /= nruns;
+    at.g = t % p->group;
+    at.n = t / p->group;
+    return at;
+}
+
 /* One task: a run of p->row_run output phase rows (in output order) of one image and group, one block of
    <= 64 output channels. */
 static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, synet_size task)
@@ -847,12 +865,8 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
 #else
     const int paired = 0;
 #endif
-    synet_size t = task;
-    const synet_size ob = t % p->nblocks;
-    t /= p->nblocks;
-    const synet_size nruns = (p->nrows + p->row_run - 1) / p->row_run, run = t % nruns;
-    t /= nruns;
-    const synet_size g = t % p->group, n = t / p->group;
+    const gemm_task_place place = gemm_task_of(p, task);
+    const synet_size ob = place.ob, run = place.run, g = place.g, n = place.n;
     const synet_size phases = p->stride_z * p->stride_y * p->stride_x;
     const synet_size nvalid = SYNET_MIN((synet_size)BLOCK, p->cg_out - ob * BLOCK);
     const int nv = (int)((nvalid + 15) / 16), mmax = micro_rows(p, nv);
@@ -1033,12 +1047,8 @@ static void lanes_task(const synet_deconv_plan *p, const void *image, void *dst,
 {
     float sums[2][8 * 32];
     int64_t toff[2][SYNET_LANES_TAPS];
-    synet_size t = task;
-    const synet_size ob = t % p->nblocks;
-    t /= p->nblocks;
-    const synet_size nruns = (p->nrows + p->row_run - 1) / p->row_run, run = t % nruns;
-    t /= nruns;
-    const synet_size g = t % p->group, n = t / p->group;
+    const gemm_task_place place = gemm_task_of(p, task);
+    const synet_size ob = place.ob, run = place.run, g = place.g, n = place.n;
     const synet_size sx = p->stride_x, phases = p->stride_z * p->stride_y * sx, span = 16 * sx;
     const synet_size nvalid = block_valid(p, ob);
     const synet_size oc0 = g * p->cg_out + ob * BLOCK, cstep = channel_step(p), e = p->dst_bf16 ? 2 : 4;
@@ -1052,24 +1062,27 @@ static void lanes_task(const synet_deconv_plan *p, const void *image, void *dst,
         const uint32_t *a = img + ((row.k + p->pad_low_z) * p->padded_h + row.j + p->pad_low_y) * p->padded_w *
                                       p->pixel_stride / 2 + p->pad_low_x;
         const synet_size d0 = n * p->dst_image + oc0 * cstep + (row.oz * p->dst_h + row.oy) * p->dst_w;
+        const uint16_t *bw[2];
+        synet_size ntaps[2], rxs[2];
+        for (synet_size u = 0; u < sx; ++u) { /* parity u: phase rx in every chunk (x0 steps by 2 * span) */
+            const synet_size rx = (u + p->pad_left) % sx, phase = row.rzy * sx + rx, t0 = p->phase_tap0[phase];
+            rxs[u] = rx;
+            ntaps[u] = p->phase_taps[phase];
+            bw[u] = p->weights + p->weight_offsets[(g * phases + phase) * p->nblocks + ob];
+            /* each tap's offset: the channels-last image's, in lanes, its x part (dx pixels of pixel_stride
+               elements) put back as dx lanes */
+            for (synet_size i = 0; i < ntaps[u]; ++i) {
+                const synet_size dx = -(p->tap_kx[t0 + i] * p->dilation_x / sx);
+                toff[u][i] = (p->tap_offsets[t0 + i] - dx * p->pixel_stride) / 2 + dx;
+            }
+        }
         for (synet_size x0 = 0; x0 < p->dst_w; x0 += 2 * span) {
             const int np = p->dst_w - x0 > span ? 2 : 1, nc_max = lanes_channels(np);
-            const uint16_t *bw[2];
             const uint32_t *at[2];
-            synet_size ntaps[2];
             __mmask16 k[2][2];
-            for (synet_size u = 0; u < sx; ++u) { /* parity u: phase rx, its pixels from i0 */
-                const synet_size rx = (x0 + u + p->pad_left) % sx, i0 = (x0 + u + p->pad_left) / sx;
-                const synet_size phase = row.rzy * sx + rx, t0 = p->phase_tap0[phase];
-                ntaps[u] = p->phase_taps[phase];
-                bw[u] = p->weights + p->weight_offsets[(g * phases + phase) * p->nblocks + ob];
+            for (synet_size u = 0; u < sx; ++u) { /* parity u's pixels from i0 */
+                const synet_size rx = rxs[u], i0 = (x0 + u + p->pad_left) / sx;
                 at[u] = a + i0;
-                /* each tap's offset: the channels-last image's, in lanes, its x part (dx pixels of pixel_stride
-                   elements) put back as dx lanes */
-                for (synet_size i = 0; i < ntaps[u]; ++i) {
-                    const synet_size dx = -(p->tap_kx[t0 + i] * p->dilation_x / sx);
-                    toff[u][i] = (p->tap_offsets[t0 + i] - dx * p->pixel_stride) / 2 + dx;
-                }
                 for (int v = 0; v < np; ++v) {
                     const synet_size from = i0 + 16 * v - p->col_first[rx];
                     k[u][v] = lanes_between(-from, p->col_count[rx] - from);
