@@ -39,6 +39,10 @@ MICRO_NAMES = {MICRO_FP32: "fp32", MICRO_BF16: "avx512bf16", MICRO_AMX: "amx-bf1
 # vdpbf16ps kernel two pairs (4 channels), the FP32 kernel one pair
 LANES_STRIP = 4    # output channels of a strip of a lanes plan's packed weights (deconvolution.h)
 LANES_TAPS = 64    # the most kernel positions of a lanes plan
+# the FP32 micro-kernel's float32 weight rows (wide_weights; deconvolution.h): a row's even channels' weights,
+# then its odd ones' (below AVX-512); each 16 channels' as two vectors of 8 (even, odd) pairs, channel
+# 4i + 2h + j at pair 2i + j of vector h (AVX-512)
+WIDE_HALVES, WIDE_PAIRS = 1, 2
 LANES_ROW_MIN = 32  # output columns per x phase from which a plan is a lanes plan (two vectors a phase)
 CHANNEL_MULTIPLE = {MICRO_FP32: 2, MICRO_BF16: 4, MICRO_AMX: 32}
 BLOCK = 64          # output channels per packed weight block (SYNET_DECONV_BLOCK)
@@ -453,8 +457,8 @@ class PlanFamily(NamedTuple):
 
 
 @functools.lru_cache(maxsize=256)
-def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int, planar: bool, amx: bool,
-                unpadded: bool, lanes: bool = False) -> PlanFamily:
+def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int, fp32_wide: int, planar: bool,
+                amx: bool, unpadded: bool, lanes: bool = False) -> PlanFamily:
     """The family of a geometry given by its fields but src and dst (dims, src_c, dst_c, kernel, ...: the memo's
     key) for plans with the given kernel choices (plan). Memoised: a new spatial size of a known geometry looks
     it up (a key sliced from the Geometry costs 0.2 us, a Geometry made with src and dst () 0.9)."""
@@ -511,8 +515,9 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
     kpairs = len(tap_parts) if planar else cgp // 2
     # the FP32 micro-kernel's weights as float32 rows (no unpacking of BF16 pairs in its inner loop: D2, D3,
     # D5 0.88-0.93x the time at avx512 and avx2) where a channel block's weights, twice the bytes, stay well
-    # inside L2 (D1's 1 MiB: 1.07-1.12x slower than pairs)
-    wide = int(micro == MICRO_FP32 and not planar and len(tap_parts) * kpairs * min(width, cg_out) * 8 <= WIDE_MAX)
+    # inside L2 (D1's 1 MiB: 1.07-1.12x slower than pairs); in the level's layout (fp32_wide)
+    wide = fp32_wide if (micro == MICRO_FP32 and not planar and
+                         len(tap_parts) * kpairs * min(width, cg_out) * 8 <= WIDE_MAX) else 0
     weight_offsets: tuple = ()
     if not planar:   # per group, phase and channel block (of `lanes` channels, whole vectors)
         block_units = tuple([row_units(wide, (min(width, cg_out - ob * width) + 15) // 16 * 16)
@@ -556,14 +561,16 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
 
 
 def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibility: object, micro_bf16: bool,
-         micro_amx: bool, fp32_strip: int, amx_permission, dims: int | None = None) -> DeconvolutionPlan:
+         micro_amx: bool, fp32_strip: int, fp32_wide: int, amx_permission,
+         dims: int | None = None) -> DeconvolutionPlan:
     """Plan `batch` images of geometry `conv` (a ConvParams or ConvParams3d as `validate` returns it, or one
     with the same guarantees: functional_conv's, dims=1 for a 1-D call; or functional_geometry's Geometry,
     the plan's conv then None) for the deconvolution kernels of one
     CPU level: `micro_amx` says whether the level has the AMX micro-kernel,
     `micro_bf16` whether plans off AMX use the vdpbf16ps one (the level has it and this CPU runs it faster
     than FP32 FMAs), `fp32_strip` how many output channels its FP32 micro-kernel sums per call (the strips
-    its weights are packed in); `amx_permission()` asks the OS (called only when the plan would use AMX).
+    its weights are packed in), `fp32_wide` its layout of float32 weights (WIDE_HALVES or WIDE_PAIRS);
+    `amx_permission()` asks the OS (called only when the plan would use AMX).
     What the sizes do not change comes from plan_family (memoised); the rest is worked out here."""
     batch = _int(batch, "batch", 1)
     compat = int(as_compatibility(compatibility))
@@ -601,8 +608,8 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
     lanes = (bool(micro_bf16) and not (compat & BF16_SOFT) and not amx and not planar and not nhwc and stride[2] <= 2
              and dst[2] >= LANES_ROW_MIN * stride[2] and math.prod(kernel) <= LANES_TAPS
              and geo.activation in (Activation.IDENTITY, Activation.RELU))
-    family = plan_family((geo[0], geo[1], geo[3], *geo[5:]), compat, bool(micro_bf16), fp32_strip, planar, amx,
-                         unpadded, lanes)
+    family = plan_family((geo[0], geo[1], geo[3], *geo[5:]), compat, bool(micro_bf16), fp32_strip, fp32_wide,
+                         planar, amx, unpadded, lanes)
     cpt, pix = family.cpt, family.pix
     if planar:
         # + 64 floats: a row's last vector may read up to 15 columns past the image (into lanes never stored)
@@ -801,7 +808,7 @@ def exact_weights(weight: np.ndarray, planned: DeconvolutionPlan) -> np.ndarray:
 
 def row_units(wide: int, lanes: int) -> int:
     """uint16 elements of one packed weight row of `lanes` output channels (synet/src/deconvolution.c:
-    row_units): (even, odd) BF16 pairs, or (`wide`) float32 even weights, then odd ones."""
+    row_units): (even, odd) BF16 pairs, or (`wide`) float32 weights of both parities."""
     return lanes * (4 if wide else 2)
 
 
@@ -868,8 +875,11 @@ def unpack_weights(packed: np.ndarray, planned: DeconvolutionPlan) -> np.ndarray
                         ws = min(s["weight_strip"], lanes - n0)
                         strip = packed[off:off + ntaps * kpairs * row_units(s["wide_weights"], ws)]
                         off += strip.size
-                        if s["wide_weights"]:   # float32 rows, even lanes then odd: BF16 bits in their high half
-                            strips.append(strip.reshape(ntaps, kpairs, 2, ws, 2)[..., 1])
+                        if s["wide_weights"] == WIDE_HALVES:   # float32 rows, even lanes then odd: BF16 bits
+                            strips.append(strip.reshape(ntaps, kpairs, 2, ws, 2)[..., 1])   # in their high half
+                        elif s["wide_weights"] == WIDE_PAIRS:  # [unit, h, i, j, parity] -> channel 16u + 4i + 2h + j
+                            pairs = strip.reshape(ntaps, kpairs, ws // 16, 2, 4, 2, 2, 2)[..., 1]
+                            strips.append(pairs.transpose(0, 1, 6, 2, 4, 3, 5).reshape(ntaps, kpairs, 2, ws))
                         else:                   # (even, odd) BF16 pairs
                             strips.append(strip.reshape(ntaps, kpairs, ws, 2).transpose(0, 1, 3, 2))
                     bits = np.concatenate(strips, axis=3)[..., :valid]

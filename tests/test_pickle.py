@@ -121,6 +121,8 @@ def conv_cases():
         ("prelu", "NCHW", (8, 6, 1), 3, 2, 1, "f32", "bf16", "prelu", 0),
         ("elu", "NHWC", (6, 8, 1), 2, 1, 0, "f32", "f32", "elu", 0),
         ("bf16 soft", "NHWC", (16, 12, 1), 3, 2, 1, "f32", "f32", "identity", Compatibility.BF16_SOFT),
+        # the FP32 micro-kernel's float32 weights in two strips (AVX-512: 32 and 8 of 16 channels, as pairs)
+        ("bf16 soft, 40 outputs", "NHWC", (32, 40, 1), 2, 2, 0, "f32", "f32", "relu", Compatibility.BF16_SOFT),
     ]
     for name, fmt, (cin, cout, g), kernel, stride, pad, src_t, dst_t, act, compat in specs:
         conv = ConvParams.deconvolution(cin, 5, 6, cout, kernel=kernel, stride=stride, pad=pad, group=g,

@@ -54,7 +54,122 @@ typedef struct {
     int relu, bf16, stream;
 } tile_store;
 
-/* ---- the FP32 micro-kernel, with the level's vectors (deconvolution_level.h) ---- */
+/* ---- the FP32 micro-kernel ---- */
+
+#if SYNET_AVX512
+/* AVX-512: each channel pair's even and odd sums side by side in the lanes, so that both parities' sums of
+   M pixels x 32 channels, their totals, the weights and a broadcast fit the 32 registers: no parity's sums
+   wait in memory (fp32_tile below: D5 at this level 0.87x the time, D2 0.82x). A vector holds 8 channels'
+   (even, odd) pairs: the 16 channels c of a unit as two vectors, channel 4i + 2h + j (i < 4, j < 2) at pair
+   2i + j of vector h — the order in which _mm512_unpacklo/hi_epi16 widen 16 (even, odd) BF16 pairs, and in
+   which _mm512_shuffle_ps gathers a unit's even and odd lanes back into channel order. */
+
+/* the weights of one pair for a unit of 16 channels, as two vectors of (even, odd) float pairs: `wide`, as
+   packed (SYNET_WIDE_PAIRS), else from 16 (even, odd) BF16 pairs in channel order */
+SYNET_INLINE void pair_lanes_weights(const float *b, const int wide, __m512 w[2])
+{
+    if (wide) {
+        w[0] = _mm512_loadu_ps(b);
+        w[1] = _mm512_loadu_ps(b + 16);
+    } else {
+        const __m512i pairs = _mm512_loadu_si512((const void *)b), zero = _mm512_setzero_si512();
+        w[0] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, pairs));
+        w[1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, pairs));
+    }
+}
+
+/* out[m][n] (row stride BLOCK), or through ts to dst = the sums of fp32_tile for m < M pixels, n < 16 * NU
+   channels; b: pair 0's weights, the next pair's bstride floats further (per unit 32 floats if `wide`, else
+   16). Per block of KBLOCK pairs: sums from zero, each lane one parity's chain; then the even and odd lanes
+   gathered into channel order and total = total + (even + odd). */
+SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
+                            const float *b, int64_t bstride, float *out, const int wide, const int M, const int NU,
+                            const tile_store *ts, int64_t c)
+{
+    __m512 total[MMAX][2];
+    for (int m = 0; m < M; ++m)
+        for (int u = 0; u < NU; ++u)
+            total[m][u] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < ntaps; ++t)
+        for (int64_t k0 = 0; k0 < kpairs; k0 += KBLOCK) {
+            const int64_t k1 = SYNET_MIN(kpairs, k0 + KBLOCK);
+            const float *at = a + toff[t];
+            __m512 sum[MMAX][4];
+            for (int m = 0; m < M; ++m)
+                for (int v = 0; v < 2 * NU; ++v)
+                    sum[m][v] = _mm512_setzero_ps();
+#pragma GCC unroll 4
+            for (int64_t k = k0; k < k1; ++k, b += bstride) {
+                __m512 w[4];
+                for (int u = 0; u < NU; ++u)
+                    pair_lanes_weights(b + (wide ? 32 : 16) * u, wide, w + 2 * u);
+                for (int m = 0; m < M; ++m) {
+                    double pair; /* pixel m's channels 2k, 2k + 1 */
+                    memcpy(&pair, at + m * ps + 2 * k, 8);
+                    const __m512 x = _mm512_castpd_ps(_mm512_set1_pd(pair));
+                    for (int v = 0; v < 2 * NU; ++v)
+                        sum[m][v] = _mm512_fmadd_ps(x, w[v], sum[m][v]);
+                }
+            }
+            for (int m = 0; m < M; ++m)
+                for (int u = 0; u < NU; ++u) {
+                    const __m512 even = _mm512_shuffle_ps(sum[m][2 * u], sum[m][2 * u + 1], 0x88);
+                    const __m512 odd = _mm512_shuffle_ps(sum[m][2 * u], sum[m][2 * u + 1], 0xDD);
+                    total[m][u] = _mm512_add_ps(total[m][u], _mm512_add_ps(even, odd));
+                }
+        }
+    if (ts) { /* act(sum + bias), RELU as synet_act_relu (x < 0 ? 0 : x); ts and the bias read before the
+                 first store, as in bf16_tile */
+        const int64_t mstep = ts->mstep;
+        const int relu = ts->relu, stream = ts->stream;
+        float *d32 = (float *)ts->dst + ts->off + c;
+        vfloat bias[2];
+        for (int u = 0; u < NU; ++u)
+            bias[u] = *(const vfloat_u *)(const void *)(ts->bias + c + 16 * u);
+        for (int m = 0; m < M; ++m)
+            for (int u = 0; u < NU; ++u) {
+                vfloat x = (vfloat)total[m][u] + bias[u];
+                if (relu)
+                    x = relu_vf(x);
+                if (stream)
+                    stream_vf(d32 + m * mstep + 16 * u, x);
+                else
+                    store_vf(d32, m * mstep + 16 * u, x, 0);
+            }
+        return;
+    }
+    for (int m = 0; m < M; ++m)
+        for (int u = 0; u < NU; ++u)
+            _mm512_storeu_ps(out + m * BLOCK + 16 * u, total[m][u]);
+}
+
+#define FP32_CASE(MM, NN)                                                              \
+    case (MM) * 8 + (NN):                                                              \
+        if (wide)                                                                      \
+            fp32_tile(a, toff, ntaps, kpairs, ps, b, bstride, out, 1, MM, NN, ts, c);  \
+        else                                                                           \
+            fp32_tile(a, toff, ntaps, kpairs, ps, b, bstride, out, 0, MM, NN, ts, c);  \
+        return;
+#define FP32_CASES_M4(NN) FP32_CASE(1, NN) FP32_CASE(2, NN) FP32_CASE(3, NN) FP32_CASE(4, NN)
+
+/* fp32_tile of M pixels x NU units of 16 channels (SYNET_WIDE_PAIRS weights, or BF16 pairs) */
+static void fp32_call(const float *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
+                      const float *b, int64_t bstride, int wide, float *out, int M, int NU, const tile_store *ts,
+                      int64_t c)
+{
+    switch (M * 8 + NU) {
+        FP32_CASES_M4(1)
+        FP32_CASE(5, 1)
+        FP32_CASE(6, 1)
+        FP32_CASE(7, 1)
+        FP32_CASE(8, 1)
+        FP32_CASES_M4(2)
+    default:
+        break;
+    }
+}
+#else
+/* Below AVX-512, with the level's vectors (deconvolution_level.h). */
 
 /* The sums of one parity (0: the even channels 2k, 1: the odd ones 2k + 1) over pairs k0 <= k < k1 of M pixels
    (at, ps apart) x NV vectors of channels, from zero, in channel order; b: pair k0's weights, rows bstride
@@ -143,9 +258,6 @@ SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, 
             fp32_tile(a, toff, ntaps, kpairs, ps, b, bstride, 0, out, 0, MM, NN, ts, c);    \
         return;
 #define FP32_CASES_M5(NN) FP32_CASE(1, NN) FP32_CASE(2, NN) FP32_CASE(3, NN) FP32_CASE(4, NN) FP32_CASE(5, NN)
-#define FP32_CASES_M6(NN) FP32_CASES_M5(NN) FP32_CASE(6, NN)
-#define FP32_CASES_M8(NN) FP32_CASES_M6(NN) FP32_CASE(7, NN) FP32_CASE(8, NN)
-#define FP32_CASES_M12(NN) FP32_CASES_M8(NN) FP32_CASE(9, NN) FP32_CASE(10, NN) FP32_CASE(11, NN) FP32_CASE(12, NN)
 
 /* fp32_tile of M x NV vectors; half > 0: wide weights (odd ones `half` floats after the even ones), 0: pairs */
 static void fp32_call(const float *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
@@ -153,19 +265,13 @@ static void fp32_call(const float *a, const int64_t *toff, int64_t ntaps, int64_
                       int64_t c)
 {
     switch (M * 8 + NV) {
-#if VW == 16
-        FP32_CASES_M12(1)
-        FP32_CASES_M12(2)
-        FP32_CASES_M8(3)
-        FP32_CASES_M6(4)
-#else
         FP32_CASES_M5(1)
         FP32_CASES_M5(2)
-#endif
     default:
         break;
     }
 }
+#endif
 
 /* ---- the vdpbf16ps micro-kernel ---- */
 
@@ -541,10 +647,11 @@ static void pad_row(const synet_deconv_plan *p, const void *src, void *image, sy
 /* ---- tasks ---- */
 
 /* M pixels x nv16 * 16 channels of one phase, to out (row stride BLOCK) or, given ts, to dst: calls of up to
-   MICRO_SPAN channels (FP32 micro-kernel: one parity's sums of M x MICRO_SPAN channels fill the registers) or
-   BF16_SPAN (vdpbf16ps: both parities' sums and the totals of M x BF16_SPAN channels do) */
+   MICRO_SPAN channels (FP32 micro-kernel: AVX-512, both parities' sums and the totals of M x MICRO_SPAN
+   channels fill the registers; below, one parity's sums) or BF16_SPAN (vdpbf16ps: both parities' sums and
+   the totals of M x BF16_SPAN channels do) */
 #if VW == 16
-#define MICRO_SPAN 64
+#define MICRO_SPAN 32
 #else
 #define MICRO_SPAN (2 * VW) /* 5 x 2 sums, 2 weights, a broadcast */
 #endif
@@ -593,26 +700,29 @@ static void micro_tile(const synet_deconv_plan *p, const void *a, const int64_t 
 #endif
     for (int c0 = 0; c0 < channels && c0 < nvalid; c0 += MICRO_SPAN) {
         const int span = SYNET_MIN(MICRO_SPAN, channels - c0), vectors = (SYNET_MIN(span, nvalid - c0) + VW - 1) / VW;
-        /* this strip's rows: wide, 2 * span floats, the odd half `span` after the even one; else span pairs
-           (a float each) */
-        const int64_t half = p->wide_weights ? span : 0;
-        fp32_call((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride,
-                  (const float *)(const void *)(b + strip_row(p, ntaps, 0, 0, channels, c0)), span + half, half,
+        /* this strip's rows: wide, 2 * span floats (SYNET_WIDE_PAIRS; SYNET_WIDE_HALVES, the odd half `span`
+           after the even one); else span pairs (a float each) */
+        const float *strip = (const float *)(const void *)(b + strip_row(p, ntaps, 0, 0, channels, c0));
+        const int64_t bstride = p->wide_weights ? 2 * span : span;
+#if VW == 16
+        fp32_call((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride, strip, bstride, p->wide_weights,
                   out + c0, M, vectors, ts, c0);
+#else
+        fp32_call((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride, strip, bstride,
+                  p->wide_weights ? span : 0, out + c0, M, vectors, ts, c0);
+#endif
     }
 }
 
-/* Pixels per micro-tile of nv16 x 16 channels: the sums of M x MICRO_SPAN channels (FP32 micro-kernel: one
-   parity's; vdpbf16ps: both parities' of up to 2 vectors), the weights and a broadcast fill the registers
-   (AVX-512: 32; else 16). */
-static int micro_rows(const synet_deconv_plan *p, int nv16)
+/* Pixels per micro-tile of nv16 x 16 channels: the sums of M x MICRO_SPAN or BF16_SPAN channels (both
+   parities'), their totals, the weights and a broadcast fill the registers (AVX-512: 32: of 16 channels
+   2 x 8 sums + 8 totals + 2 weights, of 32 or more 16 + 8 + 4); below AVX-512 (16 registers, the FP32
+   micro-kernel): one parity's sums of 5 x MICRO_SPAN channels. */
+static int micro_rows(int nv16)
 {
 #if VW == 16
-    if (p->micro != SYNET_MICRO_FP32)
-        return nv16 == 1 ? 8 : 4;
-    return nv16 <= 2 ? 12 : (nv16 == 3 ? 8 : 6);
+    return nv16 == 1 ? 8 : 4;
 #else
-    (void)p;
     (void)nv16;
     return 5;
 #endif
@@ -869,7 +979,7 @@ static void gemm_task(const synet_deconv_plan *p, const void *image, void *dst, 
     const synet_size ob = place.ob, run = place.run, g = place.g, n = place.n;
     const synet_size phases = p->stride_z * p->stride_y * p->stride_x;
     const synet_size nvalid = SYNET_MIN((synet_size)BLOCK, p->cg_out - ob * BLOCK);
-    const int nv = (int)((nvalid + 15) / 16), mmax = micro_rows(p, nv);
+    const int nv = (int)((nvalid + 15) / 16), mmax = micro_rows(nv);
     const synet_size oc0 = g * p->cg_out + ob * BLOCK, e = p->micro == SYNET_MICRO_FP32 ? 4 : 2;
     /* straight to dst (tile_store): channels last, whole vectors (the micro-kernel's: micro_tile), IDENTITY /
        RELU, and BF16 output only from the vdpbf16ps kernel */
@@ -1247,18 +1357,35 @@ static void border_task(const synet_deconv_plan *p, const void *src, void *dst, 
 
 /* ---- weight packing ---- */
 
+/* The float32 place of output channel n's even (parity 0) or odd weight in a wide_weights row of `lanes`
+   channels: AVX-512, SYNET_WIDE_PAIRS (the fp32_tile above: each 16 channels as two vectors of (even, odd)
+   pairs, channel 4i + 2h + j of a unit at pair 2i + j of vector h); below, SYNET_WIDE_HALVES (the even
+   channels' weights, then the odd ones'). */
 #if SYNET_AVX512
-/* a row of (even, odd) BF16 pairs in the first half of its place -> a wide_weights row (row_units) */
+#define FP32_WIDE SYNET_WIDE_PAIRS
+SYNET_INLINE synet_size wide_place(synet_size lanes, synet_size n, int parity)
+{
+    const synet_size r = n % 16;
+    (void)lanes;
+    return 32 * (n / 16) + 16 * (r % 4 / 2) + 2 * (2 * (r / 4) + r % 2) + parity;
+}
+
+/* the first `lanes` (a multiple of 16) of a row of (even, odd) BF16 pairs, in the first half of its place ->
+   the row of those channels as SYNET_WIDE_PAIRS: each 16 pairs widened by unpacking them with zeros */
 static void widen_row(uint16_t *row, synet_size lanes)
 {
-    uint32_t pairs[BLOCK], wide[2 * BLOCK];
-    memcpy(pairs, row, (size_t)lanes * 4);
-    for (synet_size n = 0; n < lanes; ++n) {
-        wide[n] = pairs[n] << 16;
-        wide[lanes + n] = pairs[n] & 0xFFFF0000u;
+    __m512i pairs[BLOCK / 16];
+    const __m512i zero = _mm512_setzero_si512();
+    for (synet_size u = 0; u < lanes / 16; ++u)
+        pairs[u] = _mm512_loadu_si512((const void *)(row + 32 * u));
+    for (synet_size u = 0; u < lanes / 16; ++u) {
+        _mm512_storeu_si512((void *)(row + 64 * u), _mm512_unpacklo_epi16(zero, pairs[u]));
+        _mm512_storeu_si512((void *)(row + 64 * u + 32), _mm512_unpackhi_epi16(zero, pairs[u]));
     }
-    memcpy(row, wide, (size_t)lanes * 8);
 }
+#else
+#define FP32_WIDE SYNET_WIDE_HALVES
+SYNET_INLINE synet_size wide_place(synet_size lanes, synet_size n, int parity) { return parity * lanes + n; }
 #endif
 
 #if SYNET_AVX2
@@ -1343,8 +1470,8 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
         nonfinite |= (uint32_t)((a & 0x7F80) == 0x7F80) | (uint32_t)((b & 0x7F80) == 0x7F80);
         if (wide) {
             const uint32_t wa = (uint32_t)a << 16, wb = (uint32_t)b << 16;
-            memcpy(row + 2 * n, &wa, 4);
-            memcpy(row + 2 * (lanes + n), &wb, 4);
+            memcpy(row + 2 * wide_place(lanes, n, 0), &wa, 4);
+            memcpy(row + 2 * wide_place(lanes, n, 1), &wb, 4);
         } else {
             row[2 * n] = a;
             row[2 * n + 1] = b;
@@ -1386,30 +1513,30 @@ SYNET_INLINE synet_size kernel_position(const synet_deconv_plan *p, synet_size t
 #endif
 #if SYNET_AVX512
 /* pack_gemm for weights whose taps of one (ci, co) are contiguous (PyTorch's NCHW layout, kernels of <= 16
-   taps): 16 output channels x every tap a step, transposed in registers, one 64-byte row store per tap
-   (D1's weights: 3x faster than gathering each row), or for a lanes plan one 16-byte store per strip of
-   SYNET_LANES_STRIP channels. w0, w1: the pair's weights (pair_weights). */
+   taps): 16 output channels x every tap a step, transposed in registers, one 64-byte store per tap into its
+   strip's row (D1's weights: 3x faster than gathering each row), or for a lanes plan one 16-byte store per
+   strip of SYNET_LANES_STRIP channels. w0, w1: the pair's weights (pair_weights). */
 static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size g, synet_size k,
                                 const float *w0, const float *w1, uint16_t *packed)
 {
     const synet_size phases = p->stride_z * p->stride_y * p->stride_x, taps = p->kernel_z * p->kernel_y * p->kernel_x;
+    const synet_size strip = p->weight_strip;
     const __m512i exponent = _mm512_set1_epi16(0x7F80);
     const __mmask16 tap_mask = synet_mask16(taps);
     __mmask32 bad = 0;
     __m512 r0[TRANSPOSED_TAPS_MAX], r1[TRANSPOSED_TAPS_MAX];
-    uint16_t *rows[TRANSPOSED_TAPS_MAX];
-    synet_size strip_step[TRANSPOSED_TAPS_MAX]; /* lanes: elements from one strip's row to the next strip's */
+    uint16_t *blocks[TRANSPOSED_TAPS_MAX];               /* of each kernel position: its phase's packed block, */
+    synet_size tap_of[TRANSPOSED_TAPS_MAX], ntaps_of[TRANSPOSED_TAPS_MAX]; /* its tap there, the phase's taps */
     for (synet_size ob = 0; ob < p->nblocks; ++ob) {
         const synet_size first = ob * p->block_width;
         const synet_size valid = block_valid(p, ob), lanes = (valid + 15) / 16 * 16;
-        for (synet_size phase = 0; phase < phases; ++phase) { /* the row of each kernel position (its first strip) */
-            const synet_size t0 = p->phase_tap0[phase];
+        for (synet_size phase = 0; phase < phases; ++phase)
             for (synet_size t = 0; t < p->phase_taps[phase]; ++t) {
-                rows[kernel_position(p, t0 + t)] = packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob] +
-                    strip_row(p, p->phase_taps[phase], t, k, lanes, 0); /* whole rows or lanes strips (pack_gemm) */
-                strip_step[kernel_position(p, t0 + t)] = row_units(p, SYNET_LANES_STRIP) * p->phase_taps[phase] * p->kpairs;
+                const synet_size position = kernel_position(p, p->phase_tap0[phase] + t);
+                blocks[position] = packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob];
+                tap_of[position] = t;
+                ntaps_of[position] = p->phase_taps[phase];
             }
-        }
         for (synet_size n = 0; n < lanes; n += 16) {
             const synet_size nn = SYNET_MIN((synet_size)16, valid - n);
             if (w0)
@@ -1417,22 +1544,24 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
             if (w1)
                 synet_load_transposed16(w1 + (first + n) * w->co_step, w->co_step, nn, tap_mask, r1);
             for (synet_size t = 0; t < taps; ++t) {
-                const __m512i pairs = synet_bf16_pairs_x16(w0 ? r0[t] : _mm512_setzero_ps(), w1 ? r1[t] : _mm512_setzero_ps());
-                bad |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(pairs, exponent), exponent);
-                if (!p->lanes) {
-                    _mm512_storeu_si512((void *)(rows[t] + 2 * n), pairs);
-                } else {
-                    uint16_t *strip = rows[t] + n / SYNET_LANES_STRIP * strip_step[t];
-                    _mm_storeu_si128((__m128i *)(void *)strip, _mm512_castsi512_si128(pairs));
-                    _mm_storeu_si128((__m128i *)(void *)(strip + strip_step[t]), _mm512_extracti32x4_epi32(pairs, 1));
-                    _mm_storeu_si128((__m128i *)(void *)(strip + 2 * strip_step[t]), _mm512_extracti32x4_epi32(pairs, 2));
-                    _mm_storeu_si128((__m128i *)(void *)(strip + 3 * strip_step[t]), _mm512_extracti32x4_epi32(pairs, 3));
+                uint32_t pairs[16];
+                const __m512i v = synet_bf16_pairs_x16(w0 ? r0[t] : _mm512_setzero_ps(), w1 ? r1[t] : _mm512_setzero_ps());
+                bad |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(v, exponent), exponent);
+                _mm512_storeu_si512((void *)pairs, v);
+                for (synet_size c = n; c < n + 16; c += SYNET_MIN(strip, 16)) { /* channels c .. into c's strip */
+                    const synet_size n0 = c - c % strip;
+                    uint16_t *row = blocks[t] + strip_row(p, ntaps_of[t], tap_of[t], k, lanes, n0) + 2 * (c - n0);
+                    if (strip >= 16)
+                        memcpy(row, pairs, 64);
+                    else
+                        memcpy(row, pairs + (c - n), 4 * SYNET_LANES_STRIP);
                 }
             }
         }
         if (p->wide_weights)
             for (synet_size t = 0; t < taps; ++t)
-                widen_row(rows[t], lanes);
+                for (synet_size n0 = 0; n0 < lanes; n0 += strip)
+                    widen_row(blocks[t] + strip_row(p, ntaps_of[t], tap_of[t], k, lanes, n0), strip_width(p, lanes, n0));
     }
     return bad != 0;
 }
@@ -1504,8 +1633,7 @@ static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, 
     pair_weights(p, w, g, k, &w0, &w1);
 #if SYNET_AVX512 || SYNET_AVX2
     if ((w0 || w1) && w->kx_step == 1 && w->ky_step == p->kernel_x && w->kz_step == p->kernel_y * p->kernel_x &&
-        w->co_step == p->kernel_z * w->kz_step && w->co_step <= TRANSPOSED_TAPS_MAX && w->co_step > 1 &&
-        (!SYNET_AVX512 || p->weight_strip >= p->block_width || p->lanes)) /* (AVX-512: one strip, or lanes strips) */
+        w->co_step == p->kernel_z * w->kz_step && w->co_step <= TRANSPOSED_TAPS_MAX && w->co_step > 1)
         return pack_gemm_transposed(p, w, g, k, w0, w1, packed);
 #endif
     const synet_size phases = p->stride_z * p->stride_y * p->stride_x;
@@ -1550,5 +1678,5 @@ static int pack(const synet_deconv_plan *p, const synet_deconv_weights *w, synet
 #endif
 
 const synet_deconv_kernels SYNET_LEVEL_NAME(synet_deconv_kernels) = {
-    SYNET_STR(SYNET_LEVEL_SUFFIX), HAVE_BF16, HAVE_AMX, MICRO_SPAN, pad_row, task, AMX_RELEASE, border_task, pack,
+    SYNET_STR(SYNET_LEVEL_SUFFIX), HAVE_BF16, HAVE_AMX, MICRO_SPAN, FP32_WIDE, pad_row, task, AMX_RELEASE, border_task, pack,
 };
