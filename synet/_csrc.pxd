@@ -163,7 +163,7 @@ cdef extern from "deconvolution.h" nogil:
         Py_ssize_t ci_step, co_step, kz_step, ky_step, kx_step
     ctypedef struct synet_deconv_kernels:
         const char* level
-        int micro_bf16, micro_amx, fp32_strip, fp32_wide
+        int micro_bf16, micro_amx, fp32_strip, fp32_unit
         void (*pad_row)(const synet_deconv_plan* p, const void* src, void* image, Py_ssize_t r) noexcept nogil
         void (*task)(const synet_deconv_plan* p, const void* src, void* image, void* dst, Py_ssize_t t,
                      int* rows) noexcept nogil

@@ -114,7 +114,7 @@ cdef int deconv_run(const synet_deconv_plan* p, const void* src, void* buf, void
     if p.impl == SYNET_DECONV_GEMM and (
             (p.direct and not (p.src_bf16 and p.nhwc and p.micro != SYNET_MICRO_FP32)) or
             (p.micro == SYNET_MICRO_FP32 and (p.weight_strip != K.fp32_strip or
-                                              (p.wide_weights and p.wide_weights != K.fp32_wide))) or
+                                              (p.wide_weights and p.wide_weights != K.fp32_unit))) or
             (p.micro != SYNET_MICRO_FP32 and p.wide_weights) or
             (p.micro != SYNET_MICRO_FP32 and not p.lanes and p.weight_strip < p.block_width) or
             (p.lanes and (p.micro != SYNET_MICRO_BF16 or p.nhwc or p.direct or p.stride_x > 2 or
@@ -278,7 +278,7 @@ cdef _Geometry _new_geometry(planned):
 
 
 def _plan(batch, conv, compatibility, dims=None):
-    return planning.plan(batch, conv, compatibility, BF16_DOT, bool(K.micro_amx), K.fp32_strip, K.fp32_wide,
+    return planning.plan(batch, conv, compatibility, BF16_DOT, bool(K.micro_amx), K.fp32_strip, K.fp32_unit,
                          amx_available, dims)
 
 

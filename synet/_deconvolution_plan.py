@@ -39,10 +39,6 @@ MICRO_NAMES = {MICRO_FP32: "fp32", MICRO_BF16: "avx512bf16", MICRO_AMX: "amx-bf1
 # vdpbf16ps kernel two pairs (4 channels), the FP32 kernel one pair
 LANES_STRIP = 4    # output channels of a strip of a lanes plan's packed weights (deconvolution.h)
 LANES_TAPS = 64    # the most kernel positions of a lanes plan
-# the FP32 micro-kernel's float32 weight rows (wide_weights; deconvolution.h): a row's even channels' weights,
-# then its odd ones' (below AVX-512); each 16 channels' as two vectors of 8 (even, odd) pairs, channel
-# 4i + 2h + j at pair 2i + j of vector h (AVX-512)
-WIDE_HALVES, WIDE_PAIRS = 1, 2
 LANES_ROW_MIN = 32  # output columns per x phase from which a plan is a lanes plan (two vectors a phase)
 CHANNEL_MULTIPLE = {MICRO_FP32: 2, MICRO_BF16: 4, MICRO_AMX: 32}
 BLOCK = 64          # output channels per packed weight block (SYNET_DECONV_BLOCK)
@@ -457,7 +453,7 @@ class PlanFamily(NamedTuple):
 
 
 @functools.lru_cache(maxsize=256)
-def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int, fp32_wide: int, planar: bool,
+def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int, fp32_unit: int, planar: bool,
                 amx: bool, unpadded: bool, lanes: bool = False) -> PlanFamily:
     """The family of a geometry given by its fields but src and dst (dims, src_c, dst_c, kernel, ...: the memo's
     key) for plans with the given kernel choices (plan). Memoised: a new spatial size of a known geometry looks
@@ -515,8 +511,8 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
     kpairs = len(tap_parts) if planar else cgp // 2
     # the FP32 micro-kernel's weights as float32 rows (no unpacking of BF16 pairs in its inner loop: D2, D3,
     # D5 0.88-0.93x the time at avx512 and avx2) where a channel block's weights, twice the bytes, stay well
-    # inside L2 (D1's 1 MiB: 1.07-1.12x slower than pairs); in the level's layout (fp32_wide)
-    wide = fp32_wide if (micro == MICRO_FP32 and not planar and
+    # inside L2 (D1's 1 MiB: 1.07-1.12x slower than pairs); in units of the micro-kernel's (fp32_unit channels)
+    wide = fp32_unit if (micro == MICRO_FP32 and not planar and
                          len(tap_parts) * kpairs * min(width, cg_out) * 8 <= WIDE_MAX) else 0
     weight_offsets: tuple = ()
     if not planar:   # per group, phase and channel block (of `lanes` channels, whole vectors)
@@ -561,7 +557,7 @@ def plan_family(sizeless: tuple, compat: int, micro_bf16: bool, fp32_strip: int,
 
 
 def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibility: object, micro_bf16: bool,
-         micro_amx: bool, fp32_strip: int, fp32_wide: int, amx_permission,
+         micro_amx: bool, fp32_strip: int, fp32_unit: int, amx_permission,
          dims: int | None = None) -> DeconvolutionPlan:
     """Plan `batch` images of geometry `conv` (a ConvParams or ConvParams3d as `validate` returns it, or one
     with the same guarantees: functional_conv's, dims=1 for a 1-D call; or functional_geometry's Geometry,
@@ -569,7 +565,7 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
     CPU level: `micro_amx` says whether the level has the AMX micro-kernel,
     `micro_bf16` whether plans off AMX use the vdpbf16ps one (the level has it and this CPU runs it faster
     than FP32 FMAs), `fp32_strip` how many output channels its FP32 micro-kernel sums per call (the strips
-    its weights are packed in), `fp32_wide` its layout of float32 weights (WIDE_HALVES or WIDE_PAIRS);
+    its weights are packed in), `fp32_unit` the channels of its float32 weight rows' units (its vector width);
     `amx_permission()` asks the OS (called only when the plan would use AMX).
     What the sizes do not change comes from plan_family (memoised); the rest is worked out here."""
     batch = _int(batch, "batch", 1)
@@ -608,7 +604,7 @@ def plan(batch: object, conv: ConvParams | ConvParams3d | Geometry, compatibilit
     lanes = (bool(micro_bf16) and not (compat & BF16_SOFT) and not amx and not planar and not nhwc and stride[2] <= 2
              and dst[2] >= LANES_ROW_MIN * stride[2] and math.prod(kernel) <= LANES_TAPS
              and geo.activation in (Activation.IDENTITY, Activation.RELU))
-    family = plan_family((geo[0], geo[1], geo[3], *geo[5:]), compat, bool(micro_bf16), fp32_strip, fp32_wide,
+    family = plan_family((geo[0], geo[1], geo[3], *geo[5:]), compat, bool(micro_bf16), fp32_strip, fp32_unit,
                          planar, amx, unpadded, lanes)
     cpt, pix = family.cpt, family.pix
     if planar:
@@ -875,10 +871,9 @@ def unpack_weights(packed: np.ndarray, planned: DeconvolutionPlan) -> np.ndarray
                         ws = min(s["weight_strip"], lanes - n0)
                         strip = packed[off:off + ntaps * kpairs * row_units(s["wide_weights"], ws)]
                         off += strip.size
-                        if s["wide_weights"] == WIDE_HALVES:   # float32 rows, even lanes then odd: BF16 bits
-                            strips.append(strip.reshape(ntaps, kpairs, 2, ws, 2)[..., 1])   # in their high half
-                        elif s["wide_weights"] == WIDE_PAIRS:  # [unit, h, i, j, parity] -> channel 16u + 4i + 2h + j
-                            pairs = strip.reshape(ntaps, kpairs, ws // 16, 2, 4, 2, 2, 2)[..., 1]
+                        if s["wide_weights"]:   # float32 rows in units of U channels, [unit, h, i, j, parity]
+                            unit = s["wide_weights"]   # of channel U u + 4i + 2h + j: BF16 bits in the high halves
+                            pairs = strip.reshape(ntaps, kpairs, ws // unit, 2, unit // 4, 2, 2, 2)[..., 1]
                             strips.append(pairs.transpose(0, 1, 6, 2, 4, 3, 5).reshape(ntaps, kpairs, 2, ws))
                         else:                   # (even, odd) BF16 pairs
                             strips.append(strip.reshape(ntaps, kpairs, ws, 2).transpose(0, 1, 3, 2))

@@ -319,8 +319,8 @@ def test_nhwc_tiles_streamed(hw, kernel, stride, pads, cg_out, groups, act, bad)
 def lanes_plan(conv, micro_bf16=True, compat=0):
     """Whether the planner makes conv a lanes plan (the vdpbf16ps kernel's pixels-in-lanes tasks) for a CPU
     with the vdpbf16ps micro-kernel (micro_bf16) and without AMX."""
-    planned = _deconvolution_plan.plan(1, _deconvolution_plan.validate(conv), compat, micro_bf16, False, 32,
-                                       _deconvolution_plan.WIDE_PAIRS, lambda: False)
+    planned = _deconvolution_plan.plan(1, _deconvolution_plan.validate(conv), compat, micro_bf16, False, 32, 16,
+                                       lambda: False)
     return bool(planned.scalars["lanes"])
 
 
@@ -342,8 +342,8 @@ def test_lanes_plans_chosen(fmt, width, kernel, stride, act, compat, micro_bf16,
     conv = ConvParams.deconvolution(32, 3, width, 24, kernel, stride, 1, (kernel - stride + 1) // 2,
                                     activation=act, format=fmt)
     assert lanes_plan(conv, micro_bf16, compat) == lanes
-    planned = _deconvolution_plan.plan(1, _deconvolution_plan.validate(conv), compat, micro_bf16, False, 32,
-                                       _deconvolution_plan.WIDE_PAIRS, lambda: False)
+    planned = _deconvolution_plan.plan(1, _deconvolution_plan.validate(conv), compat, micro_bf16, False, 32, 16,
+                                       lambda: False)
     assert planned.info.endswith(" lanes") == lanes
 
 

@@ -548,7 +548,7 @@ def test_a_plan_from_its_family_is_the_plan_made_afresh(micro_bf16, micro_amx, d
         x_shape = (batch, *sizes, c_in) if layout[-1] == "C" else (batch, c_in, *sizes)
         conv = planning.functional_conv(dims, x_shape, np.dtype(np.float32), w_shape, stride, padding, 0, groups,
                                         dilation, layout, "relu", None, None)[0]
-        return planning.plan(batch, conv, 0, micro_bf16, micro_amx, 32, planning.WIDE_PAIRS, lambda: True,
+        return planning.plan(batch, conv, 0, micro_bf16, micro_amx, 32, 16, lambda: True,
                              1 if dims == 1 else None)
     try:
         first = plan(data.draw(st.integers(1, 2)), axes(1, 9))

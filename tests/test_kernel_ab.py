@@ -26,7 +26,7 @@ def test_the_harness_reads_every_plan_field(amx):
     scalars = set(re.findall(r"SCALAR\((\w+)\)", text)) - {"x"}
     tables = set(re.findall(r"TABLE\((\w+)\)", text)) - {"x"}
     conv = synet.ConvParams.deconvolution(64, 8, 8, 64, 2, 2, 1, 0, 1, format="NHWC")
-    plan = planning.plan(1, planning.validate(conv), 0, True, amx, 32, planning.WIDE_PAIRS, lambda: True)
+    plan = planning.plan(1, planning.validate(conv), 0, True, amx, 32, 16, lambda: True)
     assert set(plan.scalars) == scalars
     assert set(plan.tables) == tables
 
@@ -50,7 +50,7 @@ def test_the_extension_fills_the_c_plan_in_the_planners_order():
     assert fields(r"\(([^()]*)\) = <tuple>planned\.sized_scalars") == planning.SIZED_SCALARS
     assert fields(r"fields\[:\] = \[([^\]]*)\]") == planning.TABLES
     plan = planning.plan(2, planning.validate(synet.ConvParams.deconvolution(16, 5, 7, 8, 4, 2, 1)), 0, True, True,
-                         32, planning.WIDE_PAIRS, lambda: True)
+                         32, 16, lambda: True)
     assert len(plan.family_scalars) == len(planning.FAMILY_SCALARS)
     assert len(plan.sized_scalars) == len(planning.SIZED_SCALARS)
     assert len(plan.table_bounds) == len(planning.TABLES) == 20
@@ -62,8 +62,7 @@ def test_the_planner_mirrors_the_c_constants():
         text = f.read()
     for c_name, value in (("SYNET_PACK_CHANNELS", planning.PACK_CHANNELS),
                           ("SYNET_PLANAR_OUT_MAX", planning.PLANAR_OUT_MAX),
-                          ("SYNET_LANES_STRIP", planning.LANES_STRIP), ("SYNET_LANES_TAPS", planning.LANES_TAPS),
-                          ("SYNET_WIDE_HALVES", planning.WIDE_HALVES), ("SYNET_WIDE_PAIRS", planning.WIDE_PAIRS)):
+                          ("SYNET_LANES_STRIP", planning.LANES_STRIP), ("SYNET_LANES_TAPS", planning.LANES_TAPS)):
         defined = re.search(rf"#define {c_name} (\d+)", text)
         assert defined is not None and int(defined.group(1)) == value, c_name
 

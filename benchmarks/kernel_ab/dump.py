@@ -24,11 +24,11 @@ def main() -> None:
     out = sys.argv[2] if len(sys.argv) > 2 else f"{name}.plan"
     level = sys.argv[3] if len(sys.argv) > 3 else "amx"
     micro_bf16, micro_amx = level in ("avx512_bf16", "amx"), level == "amx"
-    # the level's FP32 micro-kernel: its span and float32 weight layout (deconvolution.c: MICRO_SPAN, FP32_WIDE)
-    fp32_strip, fp32_wide = (16, planning.WIDE_HALVES) if level == "avx2" else (32, planning.WIDE_PAIRS)
+    # the level's FP32 micro-kernel: its span and unit (deconvolution.c: MICRO_SPAN, VW)
+    fp32_strip, fp32_unit = (8, 8) if level == "avx2" else (32, 16)
     workload = next(w for w in workloads.WORKLOADS if w.name == name)
     conv = workload.make()[1]["conv"]
-    plan = planning.plan(1, planning.validate(conv), 0, micro_bf16, micro_amx, fp32_strip, fp32_wide,
+    plan = planning.plan(1, planning.validate(conv), 0, micro_bf16, micro_amx, fp32_strip, fp32_unit,
                          synet._deconvolution.amx_available)
     with open(out, "w") as f:
         for key, value in plan.scalars.items():

@@ -54,105 +54,158 @@ typedef struct {
     int relu, bf16, stream;
 } tile_store;
 
-/* ---- the FP32 micro-kernel ---- */
+/* ---- the FP32 micro-kernel: pairs in lanes ---- */
 
-#if SYNET_AVX512
-/* AVX-512: each channel pair's even and odd sums side by side in the lanes, so that both parities' sums of
-   M pixels x 32 channels, their totals, the weights and a broadcast fit the 32 registers: no parity's sums
-   wait in memory (fp32_tile below: D5 at this level 0.87x the time, D2 0.82x). A vector holds 8 channels'
-   (even, odd) pairs: the 16 channels c of a unit as two vectors, channel 4i + 2h + j (i < 4, j < 2) at pair
-   2i + j of vector h — the order in which _mm512_unpacklo/hi_epi16 widen 16 (even, odd) BF16 pairs, and in
-   which _mm512_shuffle_ps gathers a unit's even and odd lanes back into channel order. */
+/* Each channel pair's even and odd sums side by side in the lanes, so that one broadcast of a pixel's two
+   channels (2k, 2k + 1) feeds both parities' chains and both, with their totals, stay in registers (the
+   chains one parity after the other, the other's sums and the totals in memory: D5 at avx512 1.15x the time,
+   D2 1.23x). A unit of VW output channels is two vectors of VW / 2 pairs: channel 4i + 2h + j of the unit
+   (i < VW / 4, j < 2) at pair 2i + j of vector h, the even channel's lane first — the order in which unpacking
+   (even, odd) BF16 pairs with zeros, 16 bits at a time within each 128-bit lane, widens them, and in which
+   gathering two vectors' even (odd) lanes, 128 bits at a time, puts the unit's even (odd) sums back in
+   channel order. Wide float32 weights (wide_weights) are packed in that order. */
 
-/* the weights of one pair for a unit of 16 channels, as two vectors of (even, odd) float pairs: `wide`, as
-   packed (SYNET_WIDE_PAIRS), else from 16 (even, odd) BF16 pairs in channel order */
-SYNET_INLINE void pair_lanes_weights(const float *b, const int wide, __m512 w[2])
+/* x[0], x[1] in every pair of lanes */
+SYNET_INLINE vfloat pair_splat(const float *x)
 {
-    if (wide) {
-        w[0] = _mm512_loadu_ps(b);
-        w[1] = _mm512_loadu_ps(b + 16);
-    } else {
-        const __m512i pairs = _mm512_loadu_si512((const void *)b), zero = _mm512_setzero_si512();
-        w[0] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, pairs));
-        w[1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, pairs));
-    }
+    double pair;
+    memcpy(&pair, x, 8);
+#if SYNET_AVX512
+    return _mm512_castpd_ps(_mm512_set1_pd(pair));
+#elif SYNET_AVX2
+    return _mm256_castpd_ps(_mm256_set1_pd(pair));
+#elif defined(__SSE2__)
+    return _mm_castpd_ps(_mm_set1_pd(pair));
+#else
+    (void)pair;
+    return (vfloat){x[0], x[1], x[0], x[1]};
+#endif
 }
 
-/* out[m][n] (row stride BLOCK), or through ts to dst = the sums of fp32_tile for m < M pixels, n < 16 * NU
-   channels; b: pair 0's weights, the next pair's bstride floats further (per unit 32 floats if `wide`, else
-   16). Per block of KBLOCK pairs: sums from zero, each lane one parity's chain; then the even and odd lanes
-   gathered into channel order and total = total + (even + odd). */
+/* a unit's two weight vectors from its VW (even, odd) BF16 pairs in channel order (even | odd << 16) */
+SYNET_INLINE void widen_pairs(vbits pairs, vfloat w[2])
+{
+#if SYNET_AVX512
+    const __m512i zero = _mm512_setzero_si512();
+    w[0] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, (__m512i)pairs));
+    w[1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, (__m512i)pairs));
+#elif SYNET_AVX2
+    const __m256i zero = _mm256_setzero_si256();
+    w[0] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, (__m256i)pairs));
+    w[1] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, (__m256i)pairs));
+#elif defined(__SSE2__)
+    const __m128i zero = _mm_setzero_si128();
+    w[0] = _mm_castsi128_ps(_mm_unpacklo_epi16(zero, (__m128i)pairs));
+    w[1] = _mm_castsi128_ps(_mm_unpackhi_epi16(zero, (__m128i)pairs));
+#else
+    const uint32_t high = 0xFFFF0000u;
+    w[0] = (vfloat)(vbits){pairs[0] << 16, pairs[0] & high, pairs[1] << 16, pairs[1] & high};
+    w[1] = (vfloat)(vbits){pairs[2] << 16, pairs[2] & high, pairs[3] << 16, pairs[3] & high};
+#endif
+}
+
+/* the even (`odd`: the odd) lanes of a unit's vectors a and b, in channel order: lanes 0 and 2 (1 and 3) of
+   each 4 of a, then b's, 128 bits at a time */
+SYNET_INLINE vfloat parity_lanes(vfloat a, vfloat b, const int odd)
+{
+#if SYNET_AVX512
+    return odd ? _mm512_shuffle_ps(a, b, 0xDD) : _mm512_shuffle_ps(a, b, 0x88);
+#elif SYNET_AVX2
+    return odd ? _mm256_shuffle_ps(a, b, 0xDD) : _mm256_shuffle_ps(a, b, 0x88);
+#elif defined(__SSE__)
+    return odd ? _mm_shuffle_ps(a, b, 0xDD) : _mm_shuffle_ps(a, b, 0x88);
+#else
+    return odd ? __builtin_shufflevector(a, b, 1, 3, 5, 7) : __builtin_shufflevector(a, b, 0, 2, 4, 6);
+#endif
+}
+
+/* Units of VW channels a call: AVX-512, 2 (4 pixels: 16 sums, 8 totals, 4 weight vectors and a broadcast in
+   its 32 registers); below, 1 (5 pixels in 16 registers, a few totals on the stack: 4 pixels, all in
+   registers, took 1.01-1.03x the time at avx2) */
+#if VW == 16
+#define FP32_UNITS 2
+#else
+#define FP32_UNITS 1
+#endif
+
+/* out[m][n] (row stride BLOCK), or through ts to dst: for M pixels (a, ps apart) and n < NU * VW channels, the
+   sum over taps t and blocks of KBLOCK channel pairs, in tdpbf16ps's order (see the top of the file), of
+   a[toff[t] + m*ps + c] * weight[c][n] for channels c = 2k, 2k + 1; b: pair 0's weights, the next pair's
+   bstride floats further, each unit's 2 * VW floats (`wide`) or VW BF16 pairs. Per block: sums from zero,
+   each lane one parity's chain; then total = total + (even + odd). */
 SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
                             const float *b, int64_t bstride, float *out, const int wide, const int M, const int NU,
                             const tile_store *ts, int64_t c)
 {
-    __m512 total[MMAX][2];
+    vfloat total[MMAX][FP32_UNITS];
     for (int m = 0; m < M; ++m)
         for (int u = 0; u < NU; ++u)
-            total[m][u] = _mm512_setzero_ps();
+            total[m][u] = (vfloat){};
     for (int64_t t = 0; t < ntaps; ++t)
         for (int64_t k0 = 0; k0 < kpairs; k0 += KBLOCK) {
             const int64_t k1 = SYNET_MIN(kpairs, k0 + KBLOCK);
             const float *at = a + toff[t];
-            __m512 sum[MMAX][4];
+            vfloat sum[MMAX][2 * FP32_UNITS];
             for (int m = 0; m < M; ++m)
                 for (int v = 0; v < 2 * NU; ++v)
-                    sum[m][v] = _mm512_setzero_ps();
+                    sum[m][v] = (vfloat){};
 #pragma GCC unroll 4
             for (int64_t k = k0; k < k1; ++k, b += bstride) {
-                __m512 w[4];
-                for (int u = 0; u < NU; ++u)
-                    pair_lanes_weights(b + (wide ? 32 : 16) * u, wide, w + 2 * u);
+                vfloat w[2 * FP32_UNITS];
+                for (int u = 0; u < NU; ++u) {
+                    if (wide) {
+                        w[2 * u] = *(const vfloat_u *)(const void *)(b + 2 * VW * u);
+                        w[2 * u + 1] = *(const vfloat_u *)(const void *)(b + 2 * VW * u + VW);
+                    } else {
+                        widen_pairs(*(const vbits_u *)(const void *)(b + VW * u), w + 2 * u);
+                    }
+                }
                 for (int m = 0; m < M; ++m) {
-                    double pair; /* pixel m's channels 2k, 2k + 1 */
-                    memcpy(&pair, at + m * ps + 2 * k, 8);
-                    const __m512 x = _mm512_castpd_ps(_mm512_set1_pd(pair));
+                    const vfloat x = pair_splat(at + m * ps + 2 * k);
                     for (int v = 0; v < 2 * NU; ++v)
-                        sum[m][v] = _mm512_fmadd_ps(x, w[v], sum[m][v]);
+                        sum[m][v] = multiply_add(x, w[v], sum[m][v]);
                 }
             }
             for (int m = 0; m < M; ++m)
-                for (int u = 0; u < NU; ++u) {
-                    const __m512 even = _mm512_shuffle_ps(sum[m][2 * u], sum[m][2 * u + 1], 0x88);
-                    const __m512 odd = _mm512_shuffle_ps(sum[m][2 * u], sum[m][2 * u + 1], 0xDD);
-                    total[m][u] = _mm512_add_ps(total[m][u], _mm512_add_ps(even, odd));
-                }
+                for (int u = 0; u < NU; ++u)
+                    total[m][u] = total[m][u] + (parity_lanes(sum[m][2 * u], sum[m][2 * u + 1], 0) +
+                                                 parity_lanes(sum[m][2 * u], sum[m][2 * u + 1], 1));
         }
     if (ts) { /* act(sum + bias), RELU as synet_act_relu (x < 0 ? 0 : x); ts and the bias read before the
                  first store, as in bf16_tile */
         const int64_t mstep = ts->mstep;
         const int relu = ts->relu, stream = ts->stream;
         float *d32 = (float *)ts->dst + ts->off + c;
-        vfloat bias[2];
+        vfloat bias[FP32_UNITS];
         for (int u = 0; u < NU; ++u)
-            bias[u] = *(const vfloat_u *)(const void *)(ts->bias + c + 16 * u);
+            bias[u] = *(const vfloat_u *)(const void *)(ts->bias + c + VW * u);
         for (int m = 0; m < M; ++m)
             for (int u = 0; u < NU; ++u) {
-                vfloat x = (vfloat)total[m][u] + bias[u];
+                vfloat x = total[m][u] + bias[u];
                 if (relu)
                     x = relu_vf(x);
                 if (stream)
-                    stream_vf(d32 + m * mstep + 16 * u, x);
+                    stream_vf(d32 + m * mstep + VW * u, x);
                 else
-                    store_vf(d32, m * mstep + 16 * u, x, 0);
+                    store_vf(d32, m * mstep + VW * u, x, 0);
             }
         return;
     }
     for (int m = 0; m < M; ++m)
         for (int u = 0; u < NU; ++u)
-            _mm512_storeu_ps(out + m * BLOCK + 16 * u, total[m][u]);
+            *(vfloat_u *)(void *)(out + m * BLOCK + VW * u) = total[m][u];
 }
 
-#define FP32_CASE(MM, NN)                                                              \
-    case (MM) * 8 + (NN):                                                              \
-        if (wide)                                                                      \
-            fp32_tile(a, toff, ntaps, kpairs, ps, b, bstride, out, 1, MM, NN, ts, c);  \
-        else                                                                           \
-            fp32_tile(a, toff, ntaps, kpairs, ps, b, bstride, out, 0, MM, NN, ts, c);  \
+#define FP32_CASE(MM, NN)                                                             \
+    case (MM) * 8 + (NN):                                                             \
+        if (wide)                                                                     \
+            fp32_tile(a, toff, ntaps, kpairs, ps, b, bstride, out, 1, MM, NN, ts, c); \
+        else                                                                          \
+            fp32_tile(a, toff, ntaps, kpairs, ps, b, bstride, out, 0, MM, NN, ts, c); \
         return;
 #define FP32_CASES_M4(NN) FP32_CASE(1, NN) FP32_CASE(2, NN) FP32_CASE(3, NN) FP32_CASE(4, NN)
 
-/* fp32_tile of M pixels x NU units of 16 channels (SYNET_WIDE_PAIRS weights, or BF16 pairs) */
+/* fp32_tile of M pixels x NU units (micro_rows, FP32_UNITS) */
 static void fp32_call(const float *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
                       const float *b, int64_t bstride, int wide, float *out, int M, int NU, const tile_store *ts,
                       int64_t c)
@@ -160,118 +213,16 @@ static void fp32_call(const float *a, const int64_t *toff, int64_t ntaps, int64_
     switch (M * 8 + NU) {
         FP32_CASES_M4(1)
         FP32_CASE(5, 1)
+#if VW == 16
         FP32_CASE(6, 1)
         FP32_CASE(7, 1)
         FP32_CASE(8, 1)
         FP32_CASES_M4(2)
-    default:
-        break;
-    }
-}
-#else
-/* Below AVX-512, with the level's vectors (deconvolution_level.h). */
-
-/* The sums of one parity (0: the even channels 2k, 1: the odd ones 2k + 1) over pairs k0 <= k < k1 of M pixels
-   (at, ps apart) x NV vectors of channels, from zero, in channel order; b: pair k0's weights, rows bstride
-   floats apart: `wide`, float32 weights of this parity; else (even, odd) BF16 pairs, taken apart here. The
-   weights of every vector first, then pixel by pixel: the sums, NV weights and a broadcast stay in registers
-   (pixels outermost kept each broadcast alive across the vectors and spilled the sums). */
-SYNET_INLINE void fp32_chain(const float *at, int64_t ps, const float *b, int64_t bstride, int64_t k0, int64_t k1,
-                             const int parity, const int wide, const int M, const int NV, vfloat sum[MMAX][4])
-{
-    const vbits high = (vbits)splat(synet_f32_from_bits(0xFFFF0000u));
-    for (int m = 0; m < M; ++m)
-        for (int v = 0; v < NV; ++v)
-            sum[m][v] = (vfloat){};
-#pragma GCC unroll 4
-    for (int64_t k = k0; k < k1; ++k, b += bstride) {
-        vfloat w[4];
-        for (int v = 0; v < NV; ++v) {
-            if (wide) {
-                w[v] = *(const vfloat_u *)(const void *)(b + VW * v);
-            } else {
-                const vbits bits = *(const vbits_u *)(const void *)(b + VW * v);
-                w[v] = parity ? (vfloat)(bits & high) : (vfloat)(bits << 16);
-            }
-        }
-        for (int m = 0; m < M; ++m) {
-            const vfloat x = splat(at[m * ps + 2 * k + parity]);
-            for (int v = 0; v < NV; ++v)
-                sum[m][v] = multiply_add(x, w[v], sum[m][v]);
-        }
-    }
-}
-
-/* out[m][n] (row stride BLOCK) = the sum over taps t and blocks of KBLOCK channel pairs, in tdpbf16ps's order
-   (see the top of the file), of a[toff[t] + m*ps + c] * b[.][n][c & 1] for channels c = 2k, 2k + 1, for m < M,
-   n < NV * VW; b: pair 0's weights (fp32_chain), the next pair's bstride floats further; `wide`: its odd
-   weights `half` floats after its even ones. A block's even sums wait in memory while its odd ones are
-   summed, so that one parity's sums fill the registers. */
-SYNET_INLINE void fp32_tile(const float *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
-                            const float *b, int64_t bstride, int64_t half, float *out, const int wide, const int M,
-                            const int NV, const tile_store *ts, int64_t c)
-{
-    vfloat total[MMAX][4], even[MMAX][4], odd[MMAX][4];
-    for (int m = 0; m < M; ++m)
-        for (int v = 0; v < NV; ++v)
-            total[m][v] = (vfloat){};
-    for (int64_t t = 0; t < ntaps; ++t)
-        for (int64_t k0 = 0; k0 < kpairs; k0 += KBLOCK) {
-            const int64_t k1 = SYNET_MIN(kpairs, k0 + KBLOCK);
-            fp32_chain(a + toff[t], ps, b, bstride, k0, k1, 0, wide, M, NV, even);
-            fp32_chain(a + toff[t], ps, wide ? b + half : b, bstride, k0, k1, 1, wide, M, NV, odd);
-            for (int m = 0; m < M; ++m)
-                for (int v = 0; v < NV; ++v)
-                    total[m][v] = total[m][v] + (even[m][v] + odd[m][v]);
-            b += (k1 - k0) * bstride;
-        }
-    if (ts) { /* FP32 only: act(sum + bias), RELU as synet_act_relu (x < 0 ? 0 : x); ts and the bias read
-                 before the first store, as in bf16_tile */
-        const int64_t mstep = ts->mstep;
-        const int relu = ts->relu, stream = ts->stream;
-        float *d32 = (float *)ts->dst + ts->off + c;
-        vfloat bias[4];
-        for (int v = 0; v < NV; ++v)
-            bias[v] = *(const vfloat_u *)(const void *)(ts->bias + c + VW * v);
-        for (int m = 0; m < M; ++m)
-            for (int v = 0; v < NV; ++v) {
-                vfloat x = total[m][v] + bias[v];
-                if (relu)
-                    x = relu_vf(x);
-                if (stream)
-                    stream_vf(d32 + m * mstep + VW * v, x);
-                else
-                    store_vf(d32, m * mstep + VW * v, x, 0);
-            }
-        return;
-    }
-    for (int m = 0; m < M; ++m)
-        for (int v = 0; v < NV; ++v)
-            *(vfloat_u *)(void *)(out + m * BLOCK + VW * v) = total[m][v];
-}
-
-#define FP32_CASE(MM, NN)                                                                   \
-    case (MM) * 8 + (NN):                                                                   \
-        if (half)                                                                           \
-            fp32_tile(a, toff, ntaps, kpairs, ps, b, bstride, half, out, 1, MM, NN, ts, c); \
-        else                                                                                \
-            fp32_tile(a, toff, ntaps, kpairs, ps, b, bstride, 0, out, 0, MM, NN, ts, c);    \
-        return;
-#define FP32_CASES_M5(NN) FP32_CASE(1, NN) FP32_CASE(2, NN) FP32_CASE(3, NN) FP32_CASE(4, NN) FP32_CASE(5, NN)
-
-/* fp32_tile of M x NV vectors; half > 0: wide weights (odd ones `half` floats after the even ones), 0: pairs */
-static void fp32_call(const float *a, const int64_t *toff, int64_t ntaps, int64_t kpairs, int64_t ps,
-                      const float *b, int64_t bstride, int64_t half, float *out, int M, int NV, const tile_store *ts,
-                      int64_t c)
-{
-    switch (M * 8 + NV) {
-        FP32_CASES_M5(1)
-        FP32_CASES_M5(2)
-    default:
-        break;
-    }
-}
 #endif
+    default:
+        break;
+    }
+}
 
 /* ---- the vdpbf16ps micro-kernel ---- */
 
@@ -647,19 +598,14 @@ static void pad_row(const synet_deconv_plan *p, const void *src, void *image, sy
 /* ---- tasks ---- */
 
 /* M pixels x nv16 * 16 channels of one phase, to out (row stride BLOCK) or, given ts, to dst: calls of up to
-   MICRO_SPAN channels (FP32 micro-kernel: AVX-512, both parities' sums and the totals of M x MICRO_SPAN
-   channels fill the registers; below, one parity's sums) or BF16_SPAN (vdpbf16ps: both parities' sums and
-   the totals of M x BF16_SPAN channels do) */
-#if VW == 16
-#define MICRO_SPAN 32
-#else
-#define MICRO_SPAN (2 * VW) /* 5 x 2 sums, 2 weights, a broadcast */
-#endif
+   MICRO_SPAN channels (the FP32 micro-kernel's FP32_UNITS units) or BF16_SPAN (vdpbf16ps): both parities'
+   sums and the totals of M x that many channels fill the registers */
+#define MICRO_SPAN (FP32_UNITS * VW)
 #define BF16_SPAN 32
 
 /* uint16 elements of one packed row of `lanes` output channels: (even, odd) BF16 pairs, or (wide_weights, the
-   FP32 micro-kernel where they fit L2) lanes float32 even weights then lanes odd ones, widened once here
-   rather than on every load */
+   FP32 micro-kernel where they fit L2) float32 weights of both parities in units of VW channels (fp32_tile),
+   widened once here rather than on every load */
 static synet_size row_units(const synet_deconv_plan *p, synet_size lanes) { return lanes * (p->wide_weights ? 4 : 2); }
 
 /* channels of the strip from n0 of a block of `lanes` channels (strip_row) */
@@ -682,9 +628,9 @@ static synet_size strip_row(const synet_deconv_plan *p, synet_size ntaps, synet_
 
 /* ts is passed on with the channel offset c of each call (a copy per call with off and bias moved, its fields
    stored and then read back as one 32-byte load, waited on store forwarding: 5 % of D5's time). The FP32
-   micro-kernel sums only the vectors that hold some of the block's `nvalid` channels (below AVX-512 a
-   16-channel unit is two or four vectors: a group of 8 output channels summed half the products); the tile's
-   other lanes are left as they are, and nothing reads them (its stores take nvalid channels). */
+   micro-kernel sums only the units that hold some of the block's `nvalid` channels (below AVX-512 a unit is 8
+   or 4 channels: a group of 8 output channels sums half the products or fewer); the tile's other lanes are
+   left as they are, and nothing reads them (its stores take nvalid channels). */
 static void micro_tile(const synet_deconv_plan *p, const void *a, const int64_t *toff, int64_t ntaps,
                        const uint16_t *b, float *out, int M, int nv16, int nvalid, const tile_store *ts)
 {
@@ -699,25 +645,17 @@ static void micro_tile(const synet_deconv_plan *p, const void *a, const int64_t 
     }
 #endif
     for (int c0 = 0; c0 < channels && c0 < nvalid; c0 += MICRO_SPAN) {
-        const int span = SYNET_MIN(MICRO_SPAN, channels - c0), vectors = (SYNET_MIN(span, nvalid - c0) + VW - 1) / VW;
-        /* this strip's rows: wide, 2 * span floats (SYNET_WIDE_PAIRS; SYNET_WIDE_HALVES, the odd half `span`
-           after the even one); else span pairs (a float each) */
+        const int span = SYNET_MIN(MICRO_SPAN, channels - c0), units = (SYNET_MIN(span, nvalid - c0) + VW - 1) / VW;
+        /* this strip's rows: wide, 2 * span floats; else span pairs (a float each) */
         const float *strip = (const float *)(const void *)(b + strip_row(p, ntaps, 0, 0, channels, c0));
-        const int64_t bstride = p->wide_weights ? 2 * span : span;
-#if VW == 16
-        fp32_call((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride, strip, bstride, p->wide_weights,
-                  out + c0, M, vectors, ts, c0);
-#else
-        fp32_call((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride, strip, bstride,
-                  p->wide_weights ? span : 0, out + c0, M, vectors, ts, c0);
-#endif
+        fp32_call((const float *)a, toff, ntaps, p->kpairs, p->pixel_stride, strip,
+                  p->wide_weights ? 2 * span : span, p->wide_weights != 0, out + c0, M, units, ts, c0);
     }
 }
 
 /* Pixels per micro-tile of nv16 x 16 channels: the sums of M x MICRO_SPAN or BF16_SPAN channels (both
    parities'), their totals, the weights and a broadcast fill the registers (AVX-512: 32: of 16 channels
-   2 x 8 sums + 8 totals + 2 weights, of 32 or more 16 + 8 + 4); below AVX-512 (16 registers, the FP32
-   micro-kernel): one parity's sums of 5 x MICRO_SPAN channels. */
+   2 x 8 sums + 8 totals + 2 weights, of 32 or more 16 + 8 + 4; below, 16: fp32_tile's 5 pixels x a unit). */
 static int micro_rows(int nv16)
 {
 #if VW == 16
@@ -1357,48 +1295,27 @@ static void border_task(const synet_deconv_plan *p, const void *src, void *dst, 
 
 /* ---- weight packing ---- */
 
-/* The float32 place of output channel n's even (parity 0) or odd weight in a wide_weights row of `lanes`
-   channels: AVX-512, SYNET_WIDE_PAIRS (the fp32_tile above: each 16 channels as two vectors of (even, odd)
-   pairs, channel 4i + 2h + j of a unit at pair 2i + j of vector h); below, SYNET_WIDE_HALVES (the even
-   channels' weights, then the odd ones'). */
-#if SYNET_AVX512
-#define FP32_WIDE SYNET_WIDE_PAIRS
-SYNET_INLINE synet_size wide_place(synet_size lanes, synet_size n, int parity)
-{
-    const synet_size r = n % 16;
-    (void)lanes;
-    return 32 * (n / 16) + 16 * (r % 4 / 2) + 2 * (2 * (r / 4) + r % 2) + parity;
-}
-
-/* the first `lanes` (a multiple of 16) of a row of (even, odd) BF16 pairs, in the first half of its place ->
-   the row of those channels as SYNET_WIDE_PAIRS: each 16 pairs widened by unpacking them with zeros */
+/* a row of `lanes` (even, odd) BF16 pairs, in the first half of its place -> the same channels' wide_weights
+   row (fp32_tile's units) */
 static void widen_row(uint16_t *row, synet_size lanes)
 {
-    __m512i pairs[BLOCK / 16];
-    const __m512i zero = _mm512_setzero_si512();
-    for (synet_size u = 0; u < lanes / 16; ++u)
-        pairs[u] = _mm512_loadu_si512((const void *)(row + 32 * u));
-    for (synet_size u = 0; u < lanes / 16; ++u) {
-        _mm512_storeu_si512((void *)(row + 64 * u), _mm512_unpacklo_epi16(zero, pairs[u]));
-        _mm512_storeu_si512((void *)(row + 64 * u + 32), _mm512_unpackhi_epi16(zero, pairs[u]));
+    vbits pairs[BLOCK / VW];
+    for (synet_size u = 0; u < lanes / VW; ++u)
+        pairs[u] = *(const vbits_u *)(const void *)(row + 2 * VW * u);
+    for (synet_size u = 0; u < lanes / VW; ++u) {
+        vfloat w[2];
+        widen_pairs(pairs[u], w);
+        *(vfloat_u *)(void *)(row + 4 * VW * u) = w[0];
+        *(vfloat_u *)(void *)(row + 4 * VW * u + 2 * VW) = w[1];
     }
 }
-#else
-#define FP32_WIDE SYNET_WIDE_HALVES
-SYNET_INLINE synet_size wide_place(synet_size lanes, synet_size n, int parity) { return parity * lanes + n; }
-#endif
 
 #if SYNET_AVX2
-/* lanes at .. at + 7 of a packed row of `width` lanes from the BF16 bits of the even (a) and odd (b) channel's
-   weights (in the low halves of the dwords): (a, b) pairs, or a wide_weights row (a's lanes as float32, then b's) */
-SYNET_INLINE void store_row_lanes(uint16_t *row, synet_size width, synet_size at, __m256i a, __m256i b, int wide)
+/* lanes at .. at + 7 of a packed row from the BF16 bits of the even (a) and odd (b) channel's weights (in the
+   low halves of the dwords): (a, b) pairs */
+SYNET_INLINE void store_row_lanes(uint16_t *row, synet_size at, __m256i a, __m256i b)
 {
-    if (wide) {
-        _mm256_storeu_si256((__m256i *)(row + 2 * at), _mm256_slli_epi32(a, 16));
-        _mm256_storeu_si256((__m256i *)(row + 2 * (width + at)), _mm256_slli_epi32(b, 16));
-    } else {
-        _mm256_storeu_si256((__m256i *)(row + 2 * at), _mm256_or_si256(a, _mm256_slli_epi32(b, 16)));
-    }
+    _mm256_storeu_si256((__m256i *)(row + 2 * at), _mm256_or_si256(a, _mm256_slli_epi32(b, 16)));
 }
 
 /* lanes whose rounded BF16 bits (low halves) are NaN or inf */
@@ -1411,10 +1328,10 @@ SYNET_INLINE __m256i nonfinite_lanes(__m256i a, __m256i b)
 #endif
 
 /* One row of a packed block: lanes n < valid of (bf16(w0[n * co_step]), bf16(w1[n * co_step])) pairs
-   (w0 or w1 NULL: zeros, a pad channel), zero lanes up to `lanes`, as pairs or (wide) as a wide_weights row;
+   (w0 or w1 NULL: zeros, a pad channel), zero lanes up to `lanes` (pack_gemm widens wide_weights rows after);
    returns whether a rounded value is NaN/inf. */
 static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_size valid, synet_size lanes,
-                    uint16_t *row, int wide)
+                    uint16_t *row)
 {
     synet_size n = 0;
     uint32_t nonfinite = 0;
@@ -1441,8 +1358,6 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
                 _mm512_mask_storeu_epi16(row + 2 * n, (__mmask32)((1u << (2 * (lanes - n))) - 1), pairs);
         }
     nonfinite |= bad != 0;
-    if (wide && n)
-        widen_row(row, n);
 #elif SYNET_AVX2
     /* contiguous channels by masked loads; strided ones by gathers (slow on AMD: see pack_gemm_transposed) */
     const __m256i step = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)co_step));
@@ -1460,7 +1375,7 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
             a = synet_bf16_nearest_x8(a);
             b = synet_bf16_nearest_x8(b);
             bad = _mm256_or_si256(bad, nonfinite_lanes(a, b));
-            store_row_lanes(row, lanes, n, a, b, wide);
+            store_row_lanes(row, n, a, b);
         }
     nonfinite |= !_mm256_testz_si256(bad, bad);
 #endif
@@ -1468,14 +1383,8 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
         const uint16_t a = n < valid && w0 ? synet_bf16_from_float(w0[n * co_step]) : 0;
         const uint16_t b = n < valid && w1 ? synet_bf16_from_float(w1[n * co_step]) : 0;
         nonfinite |= (uint32_t)((a & 0x7F80) == 0x7F80) | (uint32_t)((b & 0x7F80) == 0x7F80);
-        if (wide) {
-            const uint32_t wa = (uint32_t)a << 16, wb = (uint32_t)b << 16;
-            memcpy(row + 2 * wide_place(lanes, n, 0), &wa, 4);
-            memcpy(row + 2 * wide_place(lanes, n, 1), &wb, 4);
-        } else {
-            row[2 * n] = a;
-            row[2 * n + 1] = b;
-        }
+        row[2 * n] = a;
+        row[2 * n + 1] = b;
     }
     return nonfinite != 0;
 }
@@ -1504,8 +1413,8 @@ SYNET_INLINE synet_size kernel_position(const synet_deconv_plan *p, synet_size t
 
 /* GEMM unit: pair k of group g, for every phase, tap and block: the row of lanes (n, e) =
    bf16(w[g, ci, block * width + n, ky, kx]) for the pair's low (e = 0) and high input channel ci
-   (pair_weights), zero beyond cg_in / cg_out. Reads stay within two input channels' weights, which stay
-   in L1 while the unit runs. */
+   (pair_weights), zero beyond cg_in / cg_out; wide_weights rows widened after (widen_rows). Reads stay
+   within two input channels' weights, which stay in L1 while the unit runs. */
 #if SYNET_AVX512
 #define TRANSPOSED_TAPS_MAX 16 /* pack_gemm_transposed: the most taps (AVX2: kernels of up to 8 x 8 or 4 x 4 x 4) */
 #else
@@ -1558,10 +1467,6 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
                 }
             }
         }
-        if (p->wide_weights)
-            for (synet_size t = 0; t < taps; ++t)
-                for (synet_size n0 = 0; n0 < lanes; n0 += strip)
-                    widen_row(blocks[t] + strip_row(p, ntaps_of[t], tap_of[t], k, lanes, n0), strip_width(p, lanes, n0));
     }
     return bad != 0;
 }
@@ -1617,13 +1522,27 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
                 const synet_size phase = phase_of[t];
                 uint16_t *row = packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob] +
                                 strip_row(p, p->phase_taps[phase], tap_of[t], k, lanes, n0);
-                store_row_lanes(row, strip_width(p, lanes, n0), n - n0, a, b, p->wide_weights);
+                store_row_lanes(row, n - n0, a, b);
             }
         }
     }
     return !_mm256_testz_si256(bad, bad);
 }
 #endif
+
+/* every packed row of pair k of group g, whose first half holds its BF16 pairs -> a wide_weights row */
+static void widen_rows(const synet_deconv_plan *p, synet_size g, synet_size k, uint16_t *packed)
+{
+    const synet_size phases = p->stride_z * p->stride_y * p->stride_x;
+    for (synet_size phase = 0; phase < phases; ++phase)
+        for (synet_size ob = 0; ob < p->nblocks; ++ob) {
+            const synet_size lanes = (block_valid(p, ob) + 15) / 16 * 16;
+            uint16_t *block = packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob];
+            for (synet_size t = 0; t < p->phase_taps[phase]; ++t)
+                for (synet_size n0 = 0; n0 < lanes; n0 += p->weight_strip)
+                    widen_row(block + strip_row(p, p->phase_taps[phase], t, k, lanes, n0), strip_width(p, lanes, n0));
+        }
+}
 
 static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size g, synet_size k,
                      uint16_t *packed)
@@ -1633,8 +1552,12 @@ static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, 
     pair_weights(p, w, g, k, &w0, &w1);
 #if SYNET_AVX512 || SYNET_AVX2
     if ((w0 || w1) && w->kx_step == 1 && w->ky_step == p->kernel_x && w->kz_step == p->kernel_y * p->kernel_x &&
-        w->co_step == p->kernel_z * w->kz_step && w->co_step <= TRANSPOSED_TAPS_MAX && w->co_step > 1)
-        return pack_gemm_transposed(p, w, g, k, w0, w1, packed);
+        w->co_step == p->kernel_z * w->kz_step && w->co_step <= TRANSPOSED_TAPS_MAX && w->co_step > 1) {
+        nonfinite = pack_gemm_transposed(p, w, g, k, w0, w1, packed);
+        if (p->wide_weights)
+            widen_rows(p, g, k, packed);
+        return nonfinite;
+    }
 #endif
     const synet_size phases = p->stride_z * p->stride_y * p->stride_x;
     for (synet_size phase = 0; phase < phases; ++phase) {
@@ -1653,14 +1576,15 @@ static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, 
                     } else {
                         const synet_size at = tap + (first + n0) * w->co_step;
                         nonfinite |= pack_row(w0 ? w0 + at : NULL, w1 ? w1 + at : NULL, w->co_step,
-                                              SYNET_MIN(width, SYNET_MAX(0, valid - n0)), width, row,
-                                              p->wide_weights);
+                                              SYNET_MIN(width, SYNET_MAX(0, valid - n0)), width, row);
                     }
                     n0 += width;
                 }
             }
         }
     }
+    if (p->wide_weights)
+        widen_rows(p, g, k, packed);
     return nonfinite;
 }
 
@@ -1678,5 +1602,5 @@ static int pack(const synet_deconv_plan *p, const synet_deconv_weights *w, synet
 #endif
 
 const synet_deconv_kernels SYNET_LEVEL_NAME(synet_deconv_kernels) = {
-    SYNET_STR(SYNET_LEVEL_SUFFIX), HAVE_BF16, HAVE_AMX, MICRO_SPAN, FP32_WIDE, pad_row, task, AMX_RELEASE, border_task, pack,
+    SYNET_STR(SYNET_LEVEL_SUFFIX), HAVE_BF16, HAVE_AMX, MICRO_SPAN, VW, pad_row, task, AMX_RELEASE, border_task, pack,
 };

@@ -23,15 +23,13 @@ enum { SYNET_MICRO_FP32 = 0, SYNET_MICRO_BF16 = 1, SYNET_MICRO_AMX = 2 };
 #define SYNET_LANES_STRIP 4 /* output channels of a strip of a lanes plan's packed weights */
 #define SYNET_LANES_TAPS 64 /* the most taps (kernel positions) of a lanes plan */
 #define SYNET_PACK_CHANNELS 16 /* output channels a DEPTHWISE plan's weight packing unit rounds (pack_units) */
-#define SYNET_WIDE_HALVES 1 /* wide_weights: each packed row's even channels' float32 weights, then its odd ones' */
-#define SYNET_WIDE_PAIRS 2  /* wide_weights: each 16 channels' as two vectors of 8 (even, odd) pairs, channel
-                               4i + 2h + j at pair 2i + j of vector h (AVX-512: deconvolution.c, fp32_tile) */
 
 typedef struct synet_deconv_plan {
     int impl;        /* SYNET_DECONV_GEMM or SYNET_DECONV_DEPTHWISE */
     int micro;       /* GEMM: SYNET_MICRO_* */
-    int wide_weights; /* SYNET_MICRO_FP32: packed rows of float32 weights, not BF16 pairs, in the level's layout
-                         (the table's fp32_wide: SYNET_WIDE_HALVES or SYNET_WIDE_PAIRS); 0: pairs */
+    int wide_weights; /* SYNET_MICRO_FP32: packed rows of float32 weights, not BF16 pairs: in units of this many
+                         channels (the table's fp32_unit), each two vectors of (even, odd) pairs, channel
+                         4i + 2h + j of a unit at pair 2i + j of vector h (deconvolution.c: fp32_tile); 0: pairs */
     int lanes;       /* SYNET_MICRO_BF16, channels first, stride_x <= 2, at most SYNET_LANES_TAPS taps, IDENTITY /
                         RELU: the pixels-in-lanes kernel (deconvolution.c: lanes_task), its own image layout and
                         weights in strips of SYNET_LANES_STRIP channels */
@@ -127,7 +125,8 @@ typedef struct synet_deconv_kernels {
     int micro_bf16; /* has the vdpbf16ps micro-kernel */
     int micro_amx;  /* has the AMX micro-kernel */
     int fp32_strip; /* output channels the FP32 micro-kernel sums per call: its plans' weight_strip */
-    int fp32_wide;  /* the FP32 micro-kernel's layout of float32 weights: its plans' wide_weights (when not 0) */
+    int fp32_unit;  /* channels of a unit of the FP32 micro-kernel (its vector width): its plans' wide_weights
+                       (when not 0) */
     /* pads / converts part r < pad_rows: row r of the padded image (batch * padded_d * padded_h); a planar
        plan's plane r (batch * src_c) */
     void (*pad_row)(const synet_deconv_plan *p, const void *src, void *image, synet_size r);
