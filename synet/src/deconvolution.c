@@ -1295,29 +1295,32 @@ static void border_task(const synet_deconv_plan *p, const void *src, void *dst, 
 
 /* ---- weight packing ---- */
 
+/* channels at .. at + VW - 1 (at: a multiple of VW) of a packed row: their (even, odd) BF16 pairs, as they
+   are or (wide) as a wide_weights unit (fp32_tile) */
+SYNET_INLINE void store_pairs(uint16_t *row, synet_size at, vbits pairs, int wide)
+{
+    if (wide) {
+        vfloat w[2];
+        widen_pairs(pairs, w);
+        *(vfloat_u *)(void *)(row + 4 * at) = w[0];
+        *(vfloat_u *)(void *)(row + 4 * at + 2 * VW) = w[1];
+    } else {
+        *(vbits_u *)(void *)(row + 2 * at) = pairs;
+    }
+}
+
 /* a row of `lanes` (even, odd) BF16 pairs, in the first half of its place -> the same channels' wide_weights
-   row (fp32_tile's units) */
+   row */
 static void widen_row(uint16_t *row, synet_size lanes)
 {
     vbits pairs[BLOCK / VW];
     for (synet_size u = 0; u < lanes / VW; ++u)
         pairs[u] = *(const vbits_u *)(const void *)(row + 2 * VW * u);
-    for (synet_size u = 0; u < lanes / VW; ++u) {
-        vfloat w[2];
-        widen_pairs(pairs[u], w);
-        *(vfloat_u *)(void *)(row + 4 * VW * u) = w[0];
-        *(vfloat_u *)(void *)(row + 4 * VW * u + 2 * VW) = w[1];
-    }
+    for (synet_size u = 0; u < lanes / VW; ++u)
+        store_pairs(row, VW * u, pairs[u], 1);
 }
 
 #if SYNET_AVX2
-/* lanes at .. at + 7 of a packed row from the BF16 bits of the even (a) and odd (b) channel's weights (in the
-   low halves of the dwords): (a, b) pairs */
-SYNET_INLINE void store_row_lanes(uint16_t *row, synet_size at, __m256i a, __m256i b)
-{
-    _mm256_storeu_si256((__m256i *)(row + 2 * at), _mm256_or_si256(a, _mm256_slli_epi32(b, 16)));
-}
-
 /* lanes whose rounded BF16 bits (low halves) are NaN or inf */
 SYNET_INLINE __m256i nonfinite_lanes(__m256i a, __m256i b)
 {
@@ -1328,10 +1331,10 @@ SYNET_INLINE __m256i nonfinite_lanes(__m256i a, __m256i b)
 #endif
 
 /* One row of a packed block: lanes n < valid of (bf16(w0[n * co_step]), bf16(w1[n * co_step])) pairs
-   (w0 or w1 NULL: zeros, a pad channel), zero lanes up to `lanes` (pack_gemm widens wide_weights rows after);
+   (w0 or w1 NULL: zeros, a pad channel), zero lanes up to `lanes`, as pairs or (wide) as a wide_weights row;
    returns whether a rounded value is NaN/inf. */
 static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_size valid, synet_size lanes,
-                    uint16_t *row)
+                    uint16_t *row, int wide)
 {
     synet_size n = 0;
     uint32_t nonfinite = 0;
@@ -1353,7 +1356,7 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
             const __m512i pairs = synet_bf16_pairs_x16(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b));
             bad |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(pairs, exponent), exponent);
             if (lanes - n >= 16)
-                _mm512_storeu_si512((void *)(row + 2 * n), pairs);
+                store_pairs(row, n, (vbits)pairs, wide);
             else /* a lanes plan's strip of SYNET_LANES_STRIP channels */
                 _mm512_mask_storeu_epi16(row + 2 * n, (__mmask32)((1u << (2 * (lanes - n))) - 1), pairs);
         }
@@ -1375,10 +1378,12 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
             a = synet_bf16_nearest_x8(a);
             b = synet_bf16_nearest_x8(b);
             bad = _mm256_or_si256(bad, nonfinite_lanes(a, b));
-            store_row_lanes(row, n, a, b);
+            store_pairs(row, n, (vbits)_mm256_or_si256(a, _mm256_slli_epi32(b, 16)), wide);
         }
     nonfinite |= !_mm256_testz_si256(bad, bad);
 #endif
+    /* the whole row, where the vector loop did none of it (the baseline; strides past its gathers' range) */
+    const int scalar = n < lanes;
     for (; n < lanes; ++n) {
         const uint16_t a = n < valid && w0 ? synet_bf16_from_float(w0[n * co_step]) : 0;
         const uint16_t b = n < valid && w1 ? synet_bf16_from_float(w1[n * co_step]) : 0;
@@ -1386,6 +1391,8 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
         row[2 * n] = a;
         row[2 * n + 1] = b;
     }
+    if (scalar && wide)
+        widen_row(row, lanes);
     return nonfinite != 0;
 }
 
@@ -1413,8 +1420,8 @@ SYNET_INLINE synet_size kernel_position(const synet_deconv_plan *p, synet_size t
 
 /* GEMM unit: pair k of group g, for every phase, tap and block: the row of lanes (n, e) =
    bf16(w[g, ci, block * width + n, ky, kx]) for the pair's low (e = 0) and high input channel ci
-   (pair_weights), zero beyond cg_in / cg_out; wide_weights rows widened after (widen_rows). Reads stay
-   within two input channels' weights, which stay in L1 while the unit runs. */
+   (pair_weights), zero beyond cg_in / cg_out. Reads stay within two input channels' weights, which stay
+   in L1 while the unit runs. */
 #if SYNET_AVX512
 #define TRANSPOSED_TAPS_MAX 16 /* pack_gemm_transposed: the most taps (AVX2: kernels of up to 8 x 8 or 4 x 4 x 4) */
 #else
@@ -1453,17 +1460,18 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
             if (w1)
                 synet_load_transposed16(w1 + (first + n) * w->co_step, w->co_step, nn, tap_mask, r1);
             for (synet_size t = 0; t < taps; ++t) {
-                uint32_t pairs[16];
                 const __m512i v = synet_bf16_pairs_x16(w0 ? r0[t] : _mm512_setzero_ps(), w1 ? r1[t] : _mm512_setzero_ps());
                 bad |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(v, exponent), exponent);
-                _mm512_storeu_si512((void *)pairs, v);
                 for (synet_size c = n; c < n + 16; c += SYNET_MIN(strip, 16)) { /* channels c .. into c's strip */
                     const synet_size n0 = c - c % strip;
-                    uint16_t *row = blocks[t] + strip_row(p, ntaps_of[t], tap_of[t], k, lanes, n0) + 2 * (c - n0);
-                    if (strip >= 16)
-                        memcpy(row, pairs, 64);
-                    else
-                        memcpy(row, pairs + (c - n), 4 * SYNET_LANES_STRIP);
+                    uint16_t *row = blocks[t] + strip_row(p, ntaps_of[t], tap_of[t], k, lanes, n0);
+                    if (strip >= 16) {
+                        store_pairs(row, c - n0, (vbits)v, p->wide_weights != 0);
+                    } else {
+                        uint32_t pairs[16];
+                        _mm512_storeu_si512((void *)pairs, v);
+                        memcpy(row + 2 * (c - n0), pairs + (c - n), 4 * SYNET_LANES_STRIP);
+                    }
                 }
             }
         }
@@ -1522,27 +1530,13 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
                 const synet_size phase = phase_of[t];
                 uint16_t *row = packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob] +
                                 strip_row(p, p->phase_taps[phase], tap_of[t], k, lanes, n0);
-                store_row_lanes(row, n - n0, a, b);
+                store_pairs(row, n - n0, (vbits)_mm256_or_si256(a, _mm256_slli_epi32(b, 16)), p->wide_weights != 0);
             }
         }
     }
     return !_mm256_testz_si256(bad, bad);
 }
 #endif
-
-/* every packed row of pair k of group g, whose first half holds its BF16 pairs -> a wide_weights row */
-static void widen_rows(const synet_deconv_plan *p, synet_size g, synet_size k, uint16_t *packed)
-{
-    const synet_size phases = p->stride_z * p->stride_y * p->stride_x;
-    for (synet_size phase = 0; phase < phases; ++phase)
-        for (synet_size ob = 0; ob < p->nblocks; ++ob) {
-            const synet_size lanes = (block_valid(p, ob) + 15) / 16 * 16;
-            uint16_t *block = packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob];
-            for (synet_size t = 0; t < p->phase_taps[phase]; ++t)
-                for (synet_size n0 = 0; n0 < lanes; n0 += p->weight_strip)
-                    widen_row(block + strip_row(p, p->phase_taps[phase], t, k, lanes, n0), strip_width(p, lanes, n0));
-        }
-}
 
 static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, synet_size g, synet_size k,
                      uint16_t *packed)
@@ -1552,12 +1546,8 @@ static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, 
     pair_weights(p, w, g, k, &w0, &w1);
 #if SYNET_AVX512 || SYNET_AVX2
     if ((w0 || w1) && w->kx_step == 1 && w->ky_step == p->kernel_x && w->kz_step == p->kernel_y * p->kernel_x &&
-        w->co_step == p->kernel_z * w->kz_step && w->co_step <= TRANSPOSED_TAPS_MAX && w->co_step > 1) {
-        nonfinite = pack_gemm_transposed(p, w, g, k, w0, w1, packed);
-        if (p->wide_weights)
-            widen_rows(p, g, k, packed);
-        return nonfinite;
-    }
+        w->co_step == p->kernel_z * w->kz_step && w->co_step <= TRANSPOSED_TAPS_MAX && w->co_step > 1)
+        return pack_gemm_transposed(p, w, g, k, w0, w1, packed);
 #endif
     const synet_size phases = p->stride_z * p->stride_y * p->stride_x;
     for (synet_size phase = 0; phase < phases; ++phase) {
@@ -1576,15 +1566,14 @@ static int pack_gemm(const synet_deconv_plan *p, const synet_deconv_weights *w, 
                     } else {
                         const synet_size at = tap + (first + n0) * w->co_step;
                         nonfinite |= pack_row(w0 ? w0 + at : NULL, w1 ? w1 + at : NULL, w->co_step,
-                                              SYNET_MIN(width, SYNET_MAX(0, valid - n0)), width, row);
+                                              SYNET_MIN(width, SYNET_MAX(0, valid - n0)), width, row,
+                                              p->wide_weights != 0);
                     }
                     n0 += width;
                 }
             }
         }
     }
-    if (p->wide_weights)
-        widen_rows(p, g, k, packed);
     return nonfinite;
 }
 
