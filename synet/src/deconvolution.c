@@ -1437,12 +1437,14 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
 {
     const synet_size phases = p->stride_z * p->stride_y * p->stride_x, taps = p->kernel_z * p->kernel_y * p->kernel_x;
     const synet_size strip = p->weight_strip;
+    const int wide = p->wide_weights != 0; /* (read once: the stores may alias p) */
     const __m512i exponent = _mm512_set1_epi16(0x7F80);
     const __mmask16 tap_mask = synet_mask16(taps);
     __mmask32 bad = 0;
     __m512 r0[TRANSPOSED_TAPS_MAX], r1[TRANSPOSED_TAPS_MAX];
-    uint16_t *blocks[TRANSPOSED_TAPS_MAX];               /* of each kernel position: its phase's packed block, */
-    synet_size tap_of[TRANSPOSED_TAPS_MAX], ntaps_of[TRANSPOSED_TAPS_MAX]; /* its tap there, the phase's taps */
+    uint16_t *blocks[TRANSPOSED_TAPS_MAX]; /* of each kernel position: its phase's packed block, */
+    synet_size tap_of[TRANSPOSED_TAPS_MAX], ntaps_of[TRANSPOSED_TAPS_MAX]; /* its tap there, the phase's taps, */
+    uint16_t *rows[TRANSPOSED_TAPS_MAX]; /* its row of pair k in the strip of channel n */
     for (synet_size ob = 0; ob < p->nblocks; ++ob) {
         const synet_size first = ob * p->block_width;
         const synet_size valid = block_valid(p, ob), lanes = (valid + 15) / 16 * 16;
@@ -1455,6 +1457,9 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
             }
         for (synet_size n = 0; n < lanes; n += 16) {
             const synet_size nn = SYNET_MIN((synet_size)16, valid - n);
+            if (n % strip < 16) /* a new strip */
+                for (synet_size t = 0; t < taps; ++t)
+                    rows[t] = blocks[t] + strip_row(p, ntaps_of[t], tap_of[t], k, lanes, n - n % strip);
             if (w0)
                 synet_load_transposed16(w0 + (first + n) * w->co_step, w->co_step, nn, tap_mask, r0);
             if (w1)
@@ -1462,16 +1467,14 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
             for (synet_size t = 0; t < taps; ++t) {
                 const __m512i v = synet_bf16_pairs_x16(w0 ? r0[t] : _mm512_setzero_ps(), w1 ? r1[t] : _mm512_setzero_ps());
                 bad |= _mm512_cmpeq_epi16_mask(_mm512_and_si512(v, exponent), exponent);
-                for (synet_size c = n; c < n + 16; c += SYNET_MIN(strip, 16)) { /* channels c .. into c's strip */
-                    const synet_size n0 = c - c % strip;
-                    uint16_t *row = blocks[t] + strip_row(p, ntaps_of[t], tap_of[t], k, lanes, n0);
-                    if (strip >= 16) {
-                        store_pairs(row, c - n0, (vbits)v, p->wide_weights != 0);
-                    } else {
-                        uint32_t pairs[16];
-                        _mm512_storeu_si512((void *)pairs, v);
-                        memcpy(row + 2 * (c - n0), pairs + (c - n), 4 * SYNET_LANES_STRIP);
-                    }
+                if (strip >= 16) {
+                    store_pairs(rows[t], n % strip, (vbits)v, wide);
+                } else { /* a lanes plan: 4 strips of SYNET_LANES_STRIP channels, each as wide as rows[t]'s */
+                    const synet_size step = row_units(p, SYNET_LANES_STRIP) * ntaps_of[t] * p->kpairs;
+                    _mm_storeu_si128((__m128i *)(void *)rows[t], _mm512_castsi512_si128(v));
+                    _mm_storeu_si128((__m128i *)(void *)(rows[t] + step), _mm512_extracti32x4_epi32(v, 1));
+                    _mm_storeu_si128((__m128i *)(void *)(rows[t] + 2 * step), _mm512_extracti32x4_epi32(v, 2));
+                    _mm_storeu_si128((__m128i *)(void *)(rows[t] + 3 * step), _mm512_extracti32x4_epi32(v, 3));
                 }
             }
         }
@@ -1512,6 +1515,7 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
             tap_of[position] = t;
         }
     const __m256i zero = _mm256_setzero_si256();
+    const int wide = p->wide_weights != 0; /* (read once: the stores may alias p) */
     __m256i bad = zero;
     __m256 r0[TRANSPOSED_TAPS_MAX], r1[TRANSPOSED_TAPS_MAX];
     for (synet_size ob = 0; ob < p->nblocks; ++ob) {
@@ -1530,7 +1534,7 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
                 const synet_size phase = phase_of[t];
                 uint16_t *row = packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob] +
                                 strip_row(p, p->phase_taps[phase], tap_of[t], k, lanes, n0);
-                store_pairs(row, n - n0, (vbits)_mm256_or_si256(a, _mm256_slli_epi32(b, 16)), p->wide_weights != 0);
+                store_pairs(row, n - n0, (vbits)_mm256_or_si256(a, _mm256_slli_epi32(b, 16)), wide);
             }
         }
     }
