@@ -27,7 +27,7 @@
 #include "deconvolution_level.h"
 
 #define BLOCK SYNET_DECONV_BLOCK
-#define MMAX 12         /* output pixels per micro-tile, at most */
+#define MMAX 8          /* output pixels per micro-tile, at most (micro_rows) */
 #define KBLOCK 16       /* channel pairs a tdpbf16ps sums apart (32 BF16 channels): the summation order */
 #define BORDER_CHUNK 256 /* border pass: output channels summed together */
 
@@ -666,7 +666,7 @@ static int micro_rows(int nv16)
 #endif
 }
 
-#define PHASE_SUMS (8 * MMAX) /* pixels of the x phases of a column chunk together, at most */
+#define PHASE_SUMS 96 /* pixels of the x phases of a column chunk together, at most */
 #define PHASES_MAX 16         /* the most x phases stored together */
 
 #if SYNET_AVX512 || SYNET_AVX2
