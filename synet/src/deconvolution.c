@@ -1320,13 +1320,15 @@ static void widen_row(uint16_t *row, synet_size lanes)
         store_pairs(row, VW * u, pairs[u], 1);
 }
 
-#if SYNET_AVX2
-/* lanes whose rounded BF16 bits (low halves) are NaN or inf */
-SYNET_INLINE __m256i nonfinite_lanes(__m256i a, __m256i b)
+#if SYNET_AVX2 && !SYNET_AVX512 /* (the AVX2 level's packing: 8 channels a step) */
+/* channels at .. at + 7 of a packed row from the rounded BF16 bits of their even (a) and odd (b) weights (low
+   halves), as pairs or a wide unit (store_pairs); the lanes where either is NaN or inf or-ed into *bad */
+SYNET_INLINE void store_rounded_pairs(uint16_t *row, synet_size at, __m256i a, __m256i b, int wide, __m256i *bad)
 {
     const __m256i exponent = _mm256_set1_epi32(0x7F80);
-    return _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_and_si256(a, exponent), exponent),
-                           _mm256_cmpeq_epi32(_mm256_and_si256(b, exponent), exponent));
+    *bad = _mm256_or_si256(*bad, _mm256_or_si256(_mm256_cmpeq_epi32(_mm256_and_si256(a, exponent), exponent),
+                                                 _mm256_cmpeq_epi32(_mm256_and_si256(b, exponent), exponent)));
+    store_pairs(row, at, (vbits)_mm256_or_si256(a, _mm256_slli_epi32(b, 16)), wide);
 }
 #endif
 
@@ -1375,10 +1377,7 @@ static int pack_row(const float *w0, const float *w1, synet_size co_step, synet_
             if (w1)
                 b = co_step == 1 ? _mm256_maskload_epi32((const int *)(w1 + n), m)
                                  : _mm256_mask_i32gather_epi32(b, (const int *)(w1 + n * co_step), step, m, 4);
-            a = synet_bf16_nearest_x8(a);
-            b = synet_bf16_nearest_x8(b);
-            bad = _mm256_or_si256(bad, nonfinite_lanes(a, b));
-            store_pairs(row, n, (vbits)_mm256_or_si256(a, _mm256_slli_epi32(b, 16)), wide);
+            store_rounded_pairs(row, n, synet_bf16_nearest_x8(a), synet_bf16_nearest_x8(b), wide, &bad);
         }
     nonfinite |= !_mm256_testz_si256(bad, bad);
 #endif
@@ -1530,11 +1529,10 @@ static int pack_gemm_transposed(const synet_deconv_plan *p, const synet_deconv_w
             for (synet_size t = 0; t < taps; ++t) {
                 const __m256i a = w0 ? synet_bf16_nearest_x8(_mm256_castps_si256(r0[t])) : zero;
                 const __m256i b = w1 ? synet_bf16_nearest_x8(_mm256_castps_si256(r1[t])) : zero;
-                bad = _mm256_or_si256(bad, nonfinite_lanes(a, b));
                 const synet_size phase = phase_of[t];
                 uint16_t *row = packed + p->weight_offsets[(g * phases + phase) * p->nblocks + ob] +
                                 strip_row(p, p->phase_taps[phase], tap_of[t], k, lanes, n0);
-                store_pairs(row, n - n0, (vbits)_mm256_or_si256(a, _mm256_slli_epi32(b, 16)), wide);
+                store_rounded_pairs(row, n - n0, a, b, wide, &bad);
             }
         }
     }
