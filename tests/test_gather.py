@@ -714,6 +714,34 @@ def test_short_rows_gather_as_one_run(dtype, index_dtype, inner):
     np.testing.assert_array_equal(dst, expected)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("inner", [2, 4, 8, 16, 32, 64, 96, 256, 3, 48])
+def test_rows_with_every_index_of_a_step_in_range_as_it_is(dtype, index_dtype, inner):
+    """Rows of 4- and 8-byte elements whose `inner` divides 32 or is a multiple of it load a step of 32 elements
+    straight from the index when all 32 are in [0, count) (AVX-512; 3 and 48 take the vector index path): the
+    reference's values where every step is such, where some steps hold negatives, and with one index out of range
+    (0 there, its step's neighbours gathered, the error raised), on 1 and 2 threads."""
+    rng = np.random.default_rng(inner)
+    outer, src_count, idx_count = 3, 40, max(2, 2000 // inner)
+    data = random_data(rng, (outer, src_count, inner), dtype)
+    indices = rng.integers(0, src_count, (outer, idx_count, inner)).astype(index_dtype)
+    indices.reshape(-1)[::97] -= src_count   # a negative in every fourth step or so
+    indices.reshape(-1)[: indices.size // 2] %= src_count   # none in the first half
+    gather = synet.GatherElements(dtype, index_dtype, False, 1, [outer], src_count, inner, idx_count)
+    for n_threads in (1, 2):
+        np.testing.assert_array_equal(gather.forward(data, indices, n_threads=n_threads), reference(data, indices, 1))
+    position = (1, idx_count // 4, inner - 1)
+    indices[position] = src_count
+    expected = reference(data, np.where(indices == src_count, 0, indices), 1)
+    expected[position] = 0
+    for n_threads in (1, 2):
+        dst = np.full(indices.shape, 7, dtype)
+        with pytest.raises(IndexError, match=rf"index {src_count} at flat position \d+ is out of range"):
+            gather.forward(data, indices, dst, n_threads=n_threads)
+        np.testing.assert_array_equal(dst, expected)
+
+
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("outer, src_count, inner, idx_count", [
     (2, 1024, 256, 1024),   # G3's slices: the 1-byte strip path (32-column strips, 32 KiB copies)

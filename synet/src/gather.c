@@ -7,7 +7,8 @@
  * (the portable loop, see wide_strip). With AVX-512, index math runs in vectors; elements are then loaded
  * by vpgather, except on CPUs whose vpgather is slow (AMD's; see synet_cpu_vector_gather_fast): scalar
  * loads 32 at a time there (scalar32, ELEMENTS16; strip_u8 too). An index in range as it is
- * (a flat one, or set_index's offsets) loads 4- and 8-byte elements by scalar loads everywhere (direct32).
+ * (a flat one, set_index's offsets, or rows whose inner divides 32 or is a multiple of it) loads 4- and 8-byte
+ * elements by scalar loads everywhere (direct32).
  */
 /* At avx2 the portable loop's auto-vectorised index work (normalise, range check, the blocks' index copies) in
    128-bit vectors: AMD Zen 1 splits each 256-bit operation in two and crosses lanes slowly (vperm2i128 packs the
@@ -141,23 +142,26 @@ SYNET_INLINE int all_in_range32(const void *idx, const int idx_size, synet_size 
         }                                                                                                  \
     }
 
-/* 32 4- or 8-byte elements of a run with inner 1 and step 0 (a flat index or set_index's offsets) whose
-   indices are all in range as they are: dst[j] = src[idx[j]] by scalar loads, returning 1 (G2 0.51 -> 0.44 ms,
-   G4 without set_index 0.305 -> 0.25 ms on AMD; vpgather measured 1.05x slower on Intel); 0 (nothing done)
-   when one is not. */
+/* 32 4- or 8-byte elements of a run whose indices are all in range as they are, by scalar loads, returning 1; 0
+   (nothing done) when one is not. period 0: dst[j] = src[idx[j]] (a flat index or set_index's offsets; G2 0.51 ->
+   0.44 ms, G4 without set_index 0.305 -> 0.25 ms on AMD; vpgather measured 1.05x slower on Intel); else rows of
+   `inner` with step 1, whose columns repeat every `period` lanes (32: the 32 lanes are columns side by side, src
+   at the first one's): dst[j] = src[idx[j] * inner + j % period] (G5, rows of 4: 0.80x the time on AMD Zen 4). */
 SYNET_INLINE int direct32(const void *src, const void *idx, const int idx_size, void *dst, const int width,
-                          synet_size count)
+                          synet_size count, synet_size inner, const int period)
 {
+#define ROW_AT(I, J) (period ? (I) * inner + (J) % period : (I))
     if (!all_in_range32(idx, idx_size, count))
         return 0;
     if (width == 4 && idx_size == 4)
-        PAIR_LOOP((uint32_t)((const pair_u *)idx)[j / 2], ((const pair_u *)idx)[j / 2] >> 32)
+        PAIR_LOOP(ROW_AT((uint32_t)((const pair_u *)idx)[j / 2], j), ROW_AT(((const pair_u *)idx)[j / 2] >> 32, j + 1))
     else if (width == 4)
-        PAIR_LOOP(((const offset_u *)idx)[j], ((const offset_u *)idx)[j + 1])
+        PAIR_LOOP(ROW_AT(((const offset_u *)idx)[j], j), ROW_AT(((const offset_u *)idx)[j + 1], j + 1))
     else if (idx_size == 4)
-        SCALAR_LOOP(int32_t, uint64_t, ((const index_u *)idx)[j])
+        SCALAR_LOOP(int32_t, uint64_t, ROW_AT(((const index_u *)idx)[j], j))
     else
-        SCALAR_LOOP(int64_t, uint64_t, ((const index_u *)idx)[j])
+        SCALAR_LOOP(int64_t, uint64_t, ROW_AT(((const index_u *)idx)[j], j))
+#undef ROW_AT
     return 1;
 }
 #undef SCALAR_LOOP
@@ -255,6 +259,9 @@ SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const 
                                      _mm512_set1_epi32((int)step));
     for (synet_size q = len; q < 16; q += len)
         pos = _mm512_mask_sub_epi32(pos, _mm512_cmpge_epi32_mask(pos, span), pos, span);
+    /* rows of `inner` (step 1) of a multiple of 32 or a divisor of 32 go by direct32 where their indices allow:
+       the columns of a block's lanes repeat every `period` lanes, from column k mod len (the first lane's) */
+    const int period = inner1 || offsets || width < 4 || step != 1 ? 0 : len % 32 == 0 ? 32 : 32 % len == 0 ? (int)len : 0;
     const synet_size ahead_step = ((ahead_bytes * 32 + n - 1) / n + 63) & ~(synet_size)63;
     synet_size bad = 0, a = 0;
     for (synet_size k = 0; k < n; k += 32) {
@@ -268,7 +275,13 @@ SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const 
             const char *ik = (const char *)idx + k * idx_size;
             char *dk = (char *)dst + k * width;
             const __m512i pos1 = next_pos(pos, advance, span);
-            int done = inner1 && width >= 4 && direct32(src, ik, idx_size, dk, width, count);
+            const char *column = (const char *)src + _mm_cvtsi128_si32(_mm512_castsi512_si128(pos)) * width;
+            int done = (inner1 && width >= 4 && direct32(src, ik, idx_size, dk, width, count, 1, 0)) ||
+                       (period == 32 && direct32(column, ik, idx_size, dk, width, count, inner, 32)) ||
+                       (period == 16 && direct32(src, ik, idx_size, dk, width, count, inner, 16)) ||
+                       (period == 8 && direct32(src, ik, idx_size, dk, width, count, inner, 8)) ||
+                       (period == 4 && direct32(src, ik, idx_size, dk, width, count, inner, 4)) ||
+                       (period == 2 && direct32(src, ik, idx_size, dk, width, count, inner, 2));
             if (!done && !vector_gather) {
                 bad += scalar32(src, ik, idx_size, offsets, dk, width, vcount, inner1 ? 1 : inner, vinner, pos, pos1);
                 done = 1;
