@@ -13,7 +13,8 @@ class TimeWorkloads:
     param_names = ["workload"]
 
     def setup(self, workload):
-        self.candidates = _WORKLOADS[workload].make()
+        made = _WORKLOADS[workload].make()   # candidates, or (candidates, meta)
+        self.candidates = made[0] if isinstance(made, tuple) else made
         for fn in self.candidates.values():
             fn()  # warm-up
 

@@ -38,6 +38,8 @@ def main(path: str, before_path: str | None = None) -> None:
         else:
             rate = f"{synet.get('GB/s', 0):.1f} GB/s"
         limit = f"{synet['limit %']:.0f} % {synet['bound']}" if "limit %" in synet else ""
+        if "loads %" in synet:   # a gather's loads alone, in the output's order
+            limit += f" (loads {synet['loads %']:.0f} %)"
         two = candidates.get("synet x2")
         speedup = f"{synet['ms'] / two['ms']:.2f}x" if two else ""
         copy, copy2 = candidates.get("limit: copy in blocks (same bytes)"), \

@@ -18,11 +18,11 @@ import numpy as np
 
 cimport numpy as cnp
 from cython.parallel cimport prange
-from libc.stdint cimport uint16_t, uint32_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
 from synet._fastpath cimport is_output, new_array, overlaps, same_shape
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t
 
 from synet._csrc cimport (
     SYNET_LEVEL_AMX, SYNET_LEVEL_AVX512, SYNET_LEVEL_AVX512_BF16, SYNET_MAX_THREADS, synet_amx_permission,
@@ -518,6 +518,80 @@ def copy_run(source, target, n_threads=None):
     with nogil:
         for i in prange(blocks, num_threads=threads, schedule="static"):
             memcpy(dst + i * COPY_BLOCK, src + i * COPY_BLOCK, min(COPY_BLOCK, n - i * COPY_BLOCK))
+
+
+ctypedef fused load_word:
+    uint8_t
+    uint16_t
+    uint32_t
+    uint64_t
+
+ctypedef fused load_offset:
+    int32_t
+    int64_t
+
+
+cdef void _load_words(const load_word* src, const load_offset* offsets, load_word* dst, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t j
+    for j in range(n):
+        dst[j] = src[offsets[j]]
+
+
+cdef void _load_run(const char* src, const load_offset* offsets, char* dst, Py_ssize_t n, int width) noexcept nogil:
+    if width == 1:
+        _load_words(<const uint8_t*>src, offsets, <uint8_t*>dst, n)
+    elif width == 2:
+        _load_words(<const uint16_t*>src, offsets, <uint16_t*>dst, n)
+    elif width == 4:
+        _load_words(<const uint32_t*>src, offsets, <uint32_t*>dst, n)
+    else:
+        _load_words(<const uint64_t*>src, offsets, <uint64_t*>dst, n)
+
+
+cdef class LoadRun:
+    """``run()``: ``target.flat[j] = source.flat[offsets[j]]`` on this thread, nothing else: the loads a
+    gather cannot do without (one an element, in the output's order), none of its index arithmetic or checks.
+    The bench times it beside a gather (``limit: loads (same addresses)``) as the machine's time for its reads,
+    which at random addresses take far longer than a copy of the same bytes. Checked once here: C-contiguous
+    arrays of one element size (1, 2, 4 or 8 bytes) aligned to it, target writeable and apart from source,
+    int32 or int64 offsets (others are taken as int64) inside source, one per target element; the offsets are
+    copied (so none can change afterwards)."""
+
+    cdef object source, target, offsets
+    cdef int width
+
+    def __init__(self, source, offsets, target):
+        a = require_array(source, "source")
+        b = require_array(target, "target")
+        if not (a.flags.c_contiguous and b.flags.c_contiguous and a.flags.aligned and b.flags.aligned):
+            raise ValueError("source, target: expected C-contiguous, aligned arrays")
+        if a.itemsize != b.itemsize or a.itemsize not in (1, 2, 4, 8):
+            raise ValueError(f"target: expected elements of source's size, 1, 2, 4 or 8 bytes; got {b.itemsize} "
+                             f"and {a.itemsize}")
+        if not b.flags.writeable:
+            raise ValueError("target: expected a writeable array, got a read-only one")
+        if np.may_share_memory(a, b):
+            raise ValueError("target: must not overlap source")
+        o = np.asarray(offsets)
+        o = np.array(o, dtype=o.dtype if o.dtype in (np.int32, np.int64) else np.int64, order="C", copy=True)
+        if o.size != b.size:
+            raise ValueError(f"offsets: expected {b.size} (target's size), got {o.size}")
+        if o.size and (o.min() < 0 or o.max() >= a.size):
+            raise ValueError(f"offsets: expected values in [0, {a.size}), got {o.min()}..{o.max()}")
+        o.flags.writeable = False
+        self.source, self.target, self.offsets, self.width = a, b, o, a.itemsize
+
+    def run(self):
+        cdef const char* src = <const char*>cnp.PyArray_DATA(<cnp.ndarray>self.source)
+        cdef char* dst = <char*>cnp.PyArray_DATA(<cnp.ndarray>self.target)
+        cdef const void* offsets = cnp.PyArray_DATA(<cnp.ndarray>self.offsets)
+        cdef Py_ssize_t n = cnp.PyArray_SIZE(<cnp.ndarray>self.offsets)
+        cdef bint offsets64 = cnp.PyArray_ITEMSIZE(<cnp.ndarray>self.offsets) == 8
+        with nogil:
+            if offsets64:
+                _load_run(src, <const int64_t*>offsets, dst, n, self.width)
+            else:
+                _load_run(src, <const int32_t*>offsets, dst, n, self.width)
 
 
 def peak_flops(str kind, double seconds=0.05):

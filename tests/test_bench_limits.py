@@ -1,5 +1,6 @@
 """The bench's "% of limit": the limit is timed in the same rounds as the workload (a copy of its bytes, its
-FLOPs as the peak loop), and the share is computed from those two times."""
+FLOPs as the peak loop), and the share is computed from those two times; a gather's loads alone are a share of
+their own ("loads %")."""
 
 import io
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 import synet.benchmarks as bench
-from synet._kernels import PEAK_KINDS, copy_run, peak_run
+from synet._kernels import PEAK_KINDS, LoadRun, copy_run, peak_run
 
 
 def test_peak_run_counts_its_operations():
@@ -55,6 +56,66 @@ def test_copy_run_rejects_what_it_cannot_copy():
         copy_run(a, np.empty_like(a), 0)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.int64])
+@pytest.mark.parametrize("offset_dtype", [np.int32, np.int64, np.uint16])
+def test_load_run_loads_each_offset_into_target(dtype, offset_dtype):
+    rng = np.random.default_rng(np.dtype(dtype).itemsize)
+    source = rng.integers(0, 100, (7, 9)).astype(dtype)
+    offsets = rng.integers(0, source.size, (5, 11)).astype(offset_dtype)
+    expected = source.reshape(-1)[offsets.astype(np.int64)]
+    raw = np.zeros(offsets.size + 2, dtype)
+    target = raw[1:-1].reshape(5, 11)
+    loads = LoadRun(source, offsets, target)
+    offsets[...] = source.size   # LoadRun loads from its own copy of the offsets
+    loads.run()
+    np.testing.assert_array_equal(target, expected)
+    assert raw[0] == 0 and raw[-1] == 0   # nothing written outside target
+    LoadRun(source, np.zeros(0, offset_dtype), np.zeros(0, dtype)).run()   # nothing to load
+
+
+def test_load_run_rejects_what_it_cannot_load():
+    a, offsets = np.arange(64, dtype=np.float32), np.zeros(8, np.int64)
+    target = np.empty(8, np.float32)
+    with pytest.raises(TypeError, match="source: expected a numpy.ndarray, got list"):
+        LoadRun([1.0, 2.0], offsets, target)
+    with pytest.raises(ValueError, match="source, target: expected C-contiguous, aligned arrays"):
+        LoadRun(a[::2], offsets, target)
+    with pytest.raises(ValueError, match="source, target: expected C-contiguous, aligned arrays"):
+        LoadRun(a, offsets, np.zeros(40, np.uint8)[1:33].view(np.float32))
+    with pytest.raises(ValueError, match="target: expected elements of source's size, 1, 2, 4 or 8 bytes; got 8 "
+                                         "and 4"):
+        LoadRun(a, offsets, np.empty(8, np.float64))
+    with pytest.raises(ValueError, match="target: expected elements of source's size, 1, 2, 4 or 8 bytes; got 16"):
+        LoadRun(np.ones(4, np.complex128), offsets[:4], np.empty(4, np.complex128))
+    readonly = np.empty(8, np.float32)
+    readonly.flags.writeable = False
+    with pytest.raises(ValueError, match="target: expected a writeable array, got a read-only one"):
+        LoadRun(a, offsets, readonly)
+    with pytest.raises(ValueError, match="target: must not overlap source"):
+        LoadRun(a, offsets, a[8:16])
+    with pytest.raises(ValueError, match=r"offsets: expected 8 \(target's size\), got 9"):
+        LoadRun(a, np.zeros(9, np.int64), target)
+    for bad in (-1, 64):
+        span = rf"{min(bad, 0)}\.\.{max(bad, 0)}"
+        with pytest.raises(ValueError, match=rf"offsets: expected values in \[0, 64\), got {span}"):
+            LoadRun(a, np.array([0] * 7 + [bad]), target)
+
+
+@pytest.mark.parametrize("name", ["G1", "G2", "G3", "G4", "G5", "G6"])
+def test_each_gathers_loads_read_what_it_gathers(name):
+    """meta["loads"] of the bench's gathers reads the addresses synet gathers from: the same values, in the
+    output's memory order."""
+    workload = next(w for w in bench.all_workloads() if w.name == name)
+    candidates, meta = workload.make()
+    source, offsets, target = meta["loads"]
+    LoadRun(source, offsets, target).run()
+    result = candidates["synet"]()
+    if name == "G6":   # a transposed pair: the output laid out as the source, the loads in that memory order
+        result = result.swapaxes(-1, -2)
+        assert result.flags.c_contiguous
+    np.testing.assert_array_equal(target, result)
+
+
 def _workloads(copied: list) -> list:
     """A memory-bound workload (a copy of 1 MiB), a compute-bound one (FP32 FLOPs, no bytes), one with both
     and a per-call one."""
@@ -69,8 +130,13 @@ def _workloads(copied: list) -> list:
         return {"synet": lambda: peak_run("fp32_fma", 100), "synet x2": lambda: peak_run("fp32_fma", 50)}, \
             {"peak": "fp32_fma"}
 
+    def gather():
+        offsets = np.random.default_rng(0).integers(0, source.size, source.size)
+        return memory(), {"loads": (source, offsets, np.empty_like(source))}
+
     per_step = peak_run("fp32_fma", 1)
     return [bench.Workload("M1", "a copy", memory, nbytes=2 * source.nbytes),
+            bench.Workload("L1", "a copy with loads", gather, nbytes=2 * source.nbytes),
             bench.Workload("C1", "fp32 FMAs", compute, flops=int(100 * per_step)),
             bench.Workload("B1", "both", compute, nbytes=1 << 16, flops=int(100 * per_step)),
             bench.Workload("U1", "per call", memory, nbytes=2 * source.nbytes, micro=True)]
@@ -102,5 +168,18 @@ def test_limit_rows_are_timed_with_the_workload(monkeypatch):
     slower = max((both[bench.COPY_LIMIT], both["limit: fp32_fma (same FLOPs)"]), key=lambda r: r["ms"])
     assert both["synet"]["limit %"] == pytest.approx(100 * slower["ms"] / both["synet"]["ms"])
     assert both["synet"]["bound"] == ("memory" if slower is both[bench.COPY_LIMIT] else "fp32_fma")
+    # a gather's loads alone: a share of their own (two threads: half their time), never the bound
+    loads, copy_ms = by[("L1", bench.LOADS_LIMIT)]["ms"], by[("L1", bench.COPY_LIMIT)]["ms"]
+    gain = by[("L1", bench.COPY_BLOCKS)]["ms"] / by[("L1", bench.COPY_BLOCKS_X2)]["ms"]
+    for label, threads in (("synet", 1), ("synet x2", 2)):
+        row = by[("L1", label)]
+        assert row["loads %"] == pytest.approx(100 * loads / threads / row["ms"])
+        assert row["bound"] == "memory"
+        assert row["limit %"] == pytest.approx(100 * copy_ms / (gain if threads == 2 else 1) / row["ms"])
+    assert not any("loads %" in r for r in rows if r["workload"] != "L1")
+    assert ("M1", bench.LOADS_LIMIT) not in by
+    text = io.StringIO()
+    bench.print_table(rows, text)
+    assert f"; loads {by[('L1', 'synet')]['loads %']:.0f}%" in text.getvalue()
     assert not any(r["candidate"].startswith("limit:") for r in rows if r["workload"] == "U1")
     assert "limit %" not in by[("U1", "synet")]

@@ -37,7 +37,8 @@ class Workload:
     flops: int = 0            # floating-point operations of one call, for GFLOP/s
     micro: bool = False       # a per-call-overhead workload: report microseconds
     # make() may return (candidates, meta) with meta["peak"], the arithmetic that bounds synet's kernel when
-    # it is compute-bound: "fp32_fma", "bf16_dot" or "amx_bf16" (synet/_kernels.pyx: peak_flops); a 2-D transposed
+    # it is compute-bound: "fp32_fma", "bf16_dot" or "amx_bf16" (synet/_kernels.pyx: peak_flops); a gather's
+    # meta["loads"], (source, offsets, target) for its loads alone (synet._kernels.LoadRun); a 2-D transposed
     # convolution's meta["conv"] is its ConvParams (benchmarks/kernel_ab/dump.py plans it)
 
 
@@ -70,17 +71,20 @@ COPY_LIMIT = "limit: copy (same bytes)"
 # what a second thread gains on a copy: the same memcpy calls (blocks) on one thread and on two
 COPY_BLOCKS = "limit: copy in blocks (same bytes)"
 COPY_BLOCKS_X2 = "limit: copy in blocks x2 (same bytes)"
+LOADS_LIMIT = "limit: loads (same addresses)"
 
 
-def limit_candidates(workload: Workload, peak: str) -> dict[str, Callable[[], object]]:
+def limit_candidates(workload: Workload, meta: dict) -> dict[str, Callable[[], object]]:
     """What bounds the workload at this machine's limit, as calls timed in the same rounds as its candidates
     (the machine's speed changes from second to second on a shared VM, so a limit measured once at the start
     does not hold for a workload measured minutes later): a copy that reads and writes its bytes (a working set
-    of the same size, so one that fits the caches is measured against the caches), and its FLOPs as a
-    register-only loop of its kernel's arithmetic (`peak`: synet._kernels.PEAK_KINDS; see machine_limits). The
-    copy runs again as the same memcpy calls of 256 KiB blocks on one thread and on two (synet._kernels.copy_run):
-    their ratio is what a second thread gains on a copy, and "synet x2"'s limit is the copy's time over it."""
-    from synet._kernels import copy_run, peak_run
+    of the same size, so one that fits the caches is measured against the caches), its FLOPs as a
+    register-only loop of its kernel's arithmetic (meta["peak"]: synet._kernels.PEAK_KINDS; see machine_limits),
+    and a gather's loads alone (meta["loads"]: one load an element from the addresses it reads, in the output's
+    order; synet._kernels.LoadRun). The copy runs again as the same memcpy calls of 256 KiB blocks on one thread
+    and on two (synet._kernels.copy_run): their ratio is what a second thread gains on a copy, and "synet x2"'s
+    limit is the copy's time over it."""
+    from synet._kernels import LoadRun, copy_run, peak_run
 
     limits: dict[str, Callable[[], object]] = {}
     if workload.micro:
@@ -91,10 +95,13 @@ def limit_candidates(workload: Workload, peak: str) -> dict[str, Callable[[], ob
         limits[COPY_LIMIT] = lambda: np.copyto(target, source)
         limits[COPY_BLOCKS] = lambda: copy_run(source, target, 1)
         limits[COPY_BLOCKS_X2] = lambda: copy_run(source, target, 2)
+    peak = meta.get("peak", "")
     per_step = peak_run(peak, 1000) if workload.flops and peak else None
     if per_step:
         steps = max(1, round(workload.flops * 1000 / per_step))
         limits[f"limit: {peak} (same FLOPs)"] = lambda: peak_run(peak, steps)
+    if "loads" in meta:
+        limits[LOADS_LIMIT] = LoadRun(*meta["loads"]).run
     return limits
 
 
@@ -262,14 +269,14 @@ def run(only: list[str] | None = None, repeats: int = 7, target_s: float = 0.01,
         made = workload.make()
         meta: dict[str, Any]
         candidates, meta = made if isinstance(made, tuple) else (made, {})
-        peak = meta.get("peak", "")
-        bounds = limit_candidates(workload, peak)
+        bounds = limit_candidates(workload, meta)
         times = measure({**candidates, **bounds}, repeats, target_s, warm_s)
         reference = times[REFERENCE]
         # the limit: the slower of the copy and the peak loop, timed in the same rounds as synet; for two
         # threads, the copy's time over a second thread's gain on the block copy, or half the peak loop's (two
-        # cores)
-        bound_label = max((label for label in bounds if label not in (COPY_BLOCKS, COPY_BLOCKS_X2)),
+        # cores). A gather's loads alone are a share of their own ("loads %"; two threads: half their time), not
+        # a limit: in the caches its kernel can beat them (G2's registers, G3's strips)
+        bound_label = max((label for label in bounds if label not in (COPY_BLOCKS, COPY_BLOCKS_X2, LOADS_LIMIT)),
                           key=lambda label: times[label], default=None)
         for label, seconds in times.items():
             row = {"workload": workload.name, "title": workload.title, "candidate": label,
@@ -283,9 +290,11 @@ def run(only: list[str] | None = None, repeats: int = 7, target_s: float = 0.01,
                 if label == "synet x2":
                     limit /= (times[COPY_BLOCKS] / times[COPY_BLOCKS_X2]) if bound_label == COPY_LIMIT else 2
                 row["limit %"] = 100 * limit / seconds
-                row["bound"] = "memory" if bound_label == COPY_LIMIT else peak
+                row["bound"] = "memory" if bound_label == COPY_LIMIT else meta.get("peak", "")
                 if workload.nbytes:   # against DRAM's stream bandwidth, whatever the working set
                     row["dram limit %"] = 100 * workload.nbytes / (limits["copy GB/s"] * 1e9) / seconds
+                if LOADS_LIMIT in times:
+                    row["loads %"] = 100 * times[LOADS_LIMIT] / (2 if label == "synet x2" else 1) / seconds
             rows.append(row)
         del candidates, made, bounds
     print_table(rows, out)
@@ -378,7 +387,7 @@ def cpu_name() -> str:
 
 def print_table(rows: list[dict], out=sys.stdout) -> None:
     """One line per candidate; `time / synet` > 1 means synet (1 thread) is that much faster."""
-    header = f"{'workload':<9}{'candidate':<30}{'median':>13}{'rate':>15}{'time / synet':>14}{'% of limit':>22}"
+    header = f"{'workload':<9}{'candidate':<30}{'median':>13}{'rate':>15}{'time / synet':>14}{'% of limit':>33}"
     print(header, file=out)
     print("-" * len(header), file=out)
     last = None
@@ -393,7 +402,9 @@ def print_table(rows: list[dict], out=sys.stdout) -> None:
         last = row["workload"]
         median = f"{row['ms'] * 1e3:.2f} us" if row.get("micro") else f"{row['ms']:.3f} ms"
         limit = f"{row['limit %']:.0f}% ({row['bound']})" if "limit %" in row else ""
-        print(f"{name:<9}{row['candidate']:<30}{median:>13}{rate:>15}{row['vs_synet']:>13.2f}x{limit:>22}", file=out)
+        if "loads %" in row:
+            limit += f"; loads {row['loads %']:.0f}%"
+        print(f"{name:<9}{row['candidate']:<30}{median:>13}{rate:>15}{row['vs_synet']:>13.2f}x{limit:>33}", file=out)
 
 
 def plot(rows: list[dict], path: str) -> None:

@@ -15,6 +15,18 @@ def _ort_gather(data: np.ndarray, indices: np.ndarray, axis: int):
     return ort_single_op("GatherElements", ["data", "indices"], {"data": data, "indices": indices}, axis=axis)
 
 
+def _loads(data: np.ndarray, positive: np.ndarray, offset_dtype) -> tuple:
+    """meta["loads"] of a gather along axis -2 of C-contiguous [*outer, count, inner] arrays (in memory) with
+    indices in range as they are: the source, the flat offset (of the index's size; set_index keeps int32
+    offsets) of the element each output element reads, a target (synet._kernels.LoadRun)."""
+    *outer, count, inner = data.shape
+    slices = int(np.prod(outer, dtype=np.int64))
+    shape = (slices, positive.shape[-2], inner)
+    offsets = (np.arange(slices, dtype=np.int64)[:, None, None] * (count * inner)
+               + positive.reshape(shape).astype(np.int64) * inner + np.arange(inner, dtype=np.int64))
+    return data, offsets.astype(offset_dtype), np.empty(positive.shape, data.dtype)
+
+
 def _gather_workload(name, title, dtype, index_dtype, outer, src_count, inner, idx_count, low,
                      repeated_outer=False):
     def make():
@@ -58,7 +70,7 @@ def _gather_workload(name, title, dtype, index_dtype, outer, src_count, inner, i
         if repeated_outer:  # the pair of "synet without set_index": Simd given the index on every call
             simd_peer.add(candidates, name, "gather", dst, "simd without SetIndex", data=data, indices=indices,
                           outer=outer, src_count=src_count, inner=inner, idx_count=idx_count, index_const=False)
-        return candidates
+        return candidates, {"loads": _loads(data, positive, np.int32 if repeated_outer else index_dtype)}
 
     n_dst = int(np.prod(outer)) * idx_count * inner
     itemsize = np.dtype(dtype).itemsize
@@ -83,7 +95,8 @@ def _transposed_gather_workload(name, title, outer, src_count, inner, idx_count)
         if torch is not None:   # strided tensors on the same memory; the result is laid out alike
             t_data, t_index = torch.from_numpy(data), torch.from_numpy(indices)
             candidates["torch.gather"] = lambda: torch.gather(t_data, axis, t_index)
-        return candidates
+        # the loads in memory order: [*outer, count, inner] there, gathered along the count axis
+        return candidates, {"loads": _loads(data.swapaxes(-1, -2), indices.swapaxes(-1, -2), np.int64)}
 
     n_dst = int(np.prod(outer)) * idx_count * inner
     return Workload(name, title, make, nbytes=n_dst * (4 + 4 + 8))
