@@ -108,13 +108,17 @@ SYNET_INLINE int all_in_range32(const void *idx, const int idx_size, synet_size 
 {
     if (idx_size == 4) {
         const __m512i c = _mm512_set1_epi32((int)(count + low)), l = _mm512_set1_epi32((int)low);
-        return (_mm512_cmplt_epu32_mask(_mm512_add_epi32(_mm512_loadu_si512(idx), l), c) &
-                _mm512_cmplt_epu32_mask(_mm512_add_epi32(_mm512_loadu_si512((const char *)idx + 64), l), c)) == 0xFFFF;
+        __m512i i0 = _mm512_loadu_si512(idx), i1 = _mm512_loadu_si512((const char *)idx + 64);
+        if (low)
+            i0 = _mm512_add_epi32(i0, l), i1 = _mm512_add_epi32(i1, l);
+        return (_mm512_cmplt_epu32_mask(i0, c) & _mm512_cmplt_epu32_mask(i1, c)) == 0xFFFF;
     }
     const __m512i c = _mm512_set1_epi64(count + low), l = _mm512_set1_epi64(low);
     __mmask8 ok = 0xFF;
-    for (int q = 0; q < 4; ++q)
-        ok &= _mm512_cmplt_epu64_mask(_mm512_add_epi64(_mm512_loadu_si512((const char *)idx + 64 * q), l), c);
+    for (int q = 0; q < 4; ++q) {
+        const __m512i i = _mm512_loadu_si512((const char *)idx + 64 * q);
+        ok &= _mm512_cmplt_epu64_mask(low ? _mm512_add_epi64(i, l) : i, c);
+    }
     return ok == 0xFF;
 }
 
@@ -153,17 +157,20 @@ SYNET_INLINE int direct32(const void *src, const void *idx, const int idx_size, 
 {
 #define NORMAL(I) (negatives ? (I) + ((I) < 0 ? count : 0) : (I))
 #define ROW_AT(I, J) (period ? NORMAL(I) * inner + (J) % period : NORMAL(I))
+/* an int32 index of a 64-bit word's 32 bits W: zero-extended when it cannot be negative (a free move) */
+#define INDEX32(W) (negatives ? (synet_size)(int32_t)(W) : (synet_size)(uint32_t)(W))
     if (!all_in_range32(idx, idx_size, count, negatives ? count : 0))
         return 0;
     if (width == 4 && idx_size == 4)
-        PAIR_LOOP(ROW_AT((int32_t)((const pair_u *)idx)[j / 2], j),
-                  ROW_AT((int32_t)(((const pair_u *)idx)[j / 2] >> 32), j + 1))
+        PAIR_LOOP(ROW_AT(INDEX32(((const pair_u *)idx)[j / 2]), j),
+                  ROW_AT(INDEX32(((const pair_u *)idx)[j / 2] >> 32), j + 1))
     else if (width == 4)
         PAIR_LOOP(ROW_AT(((const offset_u *)idx)[j], j), ROW_AT(((const offset_u *)idx)[j + 1], j + 1))
     else if (idx_size == 4)
         SCALAR_LOOP(int32_t, uint64_t, ROW_AT(((const index_u *)idx)[j], j))
     else
         SCALAR_LOOP(int64_t, uint64_t, ROW_AT(((const index_u *)idx)[j], j))
+#undef INDEX32
 #undef ROW_AT
 #undef NORMAL
     return 1;
@@ -283,7 +290,7 @@ SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const 
             const char *column = (const char *)src + _mm_cvtsi128_si32(_mm512_castsi512_si128(pos)) * width;
 #define DIRECT(SRC, PERIOD)                                                                                        \
     (direct32(SRC, ik, idx_size, dk, width, count, inner, PERIOD, 0) ||                                            \
-     direct32(SRC, ik, idx_size, dk, width, count, inner, PERIOD, 1))
+     (!offsets && direct32(SRC, ik, idx_size, dk, width, count, inner, PERIOD, 1)))
             int done = (inner1 && width >= 4 && DIRECT(src, 0)) || (period == 32 && DIRECT(column, 32)) ||
                        (period == 16 && DIRECT(src, 16)) || (period == 8 && DIRECT(src, 8)) ||
                        (period == 4 && DIRECT(src, 4)) || (period == 2 && DIRECT(src, 2));
