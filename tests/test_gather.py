@@ -719,10 +719,11 @@ def test_short_rows_gather_as_one_run(dtype, index_dtype, inner):
 @pytest.mark.parametrize("inner", [1, 2, 4, 8, 16, 32, 64, 96, 256, 3, 48])
 def test_rows_with_every_index_of_a_step_in_range(dtype, index_dtype, inner):
     """A flat index (over 256 rows: no register table) and rows of 4- and 8-byte elements whose `inner` divides 32
-    or is a multiple of it load a step of 32 elements straight from the index when all 32 are in [-count, count)
-    (AVX-512; 3 and 48 take the vector index path): the reference's values where every step is in [0, count),
-    where some steps hold negatives, and with one index out of range (0 there, its step's neighbours gathered,
-    the error raised), on 1 and 2 threads."""
+    or is a multiple of it load a step of 32 elements straight from the index when all 32 are in [0, count)
+    (AVX-512; rows from a run's start up to the first step that is not, then the vector index path, which 3 and
+    48 take throughout): the reference's values where every step is such, where some steps hold negatives, and
+    with one index out of range (0 there, its step's neighbours gathered, the error raised), on 1 and 2
+    threads."""
     rng = np.random.default_rng(inner)
     outer, src_count, idx_count = 3, 300, max(2, 2000 // inner)
     data = random_data(rng, (outer, src_count, inner), dtype)

@@ -6,9 +6,9 @@
  * elements of a small enough slice (AVX-512, see strip_u8) and wider ones of a slice too large for L2
  * (the portable loop, see wide_strip). With AVX-512, index math runs in vectors; elements are then loaded
  * by vpgather, except on CPUs whose vpgather is slow (AMD's; see synet_cpu_vector_gather_fast): scalar
- * loads 32 at a time there (scalar32, ELEMENTS16; strip_u8 too). A block of 32 indices in [-count, count) (a flat
- * index, set_index's offsets, or rows whose inner divides 32 or is a multiple of it) loads 4- and 8-byte elements
- * by scalar loads everywhere (direct32).
+ * loads 32 at a time there (scalar32, ELEMENTS16; strip_u8 too). An index in range as it is (a flat one,
+ * set_index's offsets, or from a run's start rows whose inner divides 32 or is a multiple of it) loads 4- and
+ * 8-byte elements by scalar loads everywhere (direct32, direct_rows).
  */
 /* At avx2 the portable loop's auto-vectorised index work (normalise, range check, the blocks' index copies) in
    128-bit vectors: AMD Zen 1 splits each 256-bit operation in two and crosses lanes slowly (vperm2i128 packs the
@@ -102,23 +102,19 @@ SYNET_INLINE int gather16(const void *src, const void *idx, int idx64, int offse
     return __builtin_popcount((unsigned)(m & ~ok));
 }
 
-/* Whether all 32 indices (or offsets) at idx are in [-low, count - low): low 0, none negative (to count from the
-   end) and none out of range; low count, in range, negatives too. */
-SYNET_INLINE int all_in_range32(const void *idx, const int idx_size, synet_size count, synet_size low)
+/* Whether all 32 indices (or offsets) at idx are in [0, count) as they are: no negative to count from the end,
+   none out of range. */
+SYNET_INLINE int all_in_range32(const void *idx, const int idx_size, synet_size count)
 {
     if (idx_size == 4) {
-        const __m512i c = _mm512_set1_epi32((int)(count + low)), l = _mm512_set1_epi32((int)low);
-        __m512i i0 = _mm512_loadu_si512(idx), i1 = _mm512_loadu_si512((const char *)idx + 64);
-        if (low)
-            i0 = _mm512_add_epi32(i0, l), i1 = _mm512_add_epi32(i1, l);
-        return (_mm512_cmplt_epu32_mask(i0, c) & _mm512_cmplt_epu32_mask(i1, c)) == 0xFFFF;
+        const __m512i c = _mm512_set1_epi32((int)count);
+        return (_mm512_cmplt_epu32_mask(_mm512_loadu_si512(idx), c) &
+                _mm512_cmplt_epu32_mask(_mm512_loadu_si512((const char *)idx + 64), c)) == 0xFFFF;
     }
-    const __m512i c = _mm512_set1_epi64(count + low), l = _mm512_set1_epi64(low);
+    const __m512i c = _mm512_set1_epi64(count);
     __mmask8 ok = 0xFF;
-    for (int q = 0; q < 4; ++q) {
-        const __m512i i = _mm512_loadu_si512((const char *)idx + 64 * q);
-        ok &= _mm512_cmplt_epu64_mask(low ? _mm512_add_epi64(i, l) : i, c);
-    }
+    for (int q = 0; q < 4; ++q)
+        ok &= _mm512_cmplt_epu64_mask(_mm512_loadu_si512((const char *)idx + 64 * q), c);
     return ok == 0xFF;
 }
 
@@ -146,33 +142,26 @@ SYNET_INLINE int all_in_range32(const void *idx, const int idx_size, synet_size 
         }                                                                                                  \
     }
 
-/* 32 4- or 8-byte elements of a run whose indices are all in [0, count), or with `negatives` all in [-count,
-   count) (a negative one counted from the end), by scalar loads, returning 1; 0 (nothing done) when one is not.
-   period 0: dst[j] = src[idx[j]] (a flat index or set_index's offsets; G2 0.51 -> 0.44 ms, G4 without set_index
-   0.305 -> 0.25 ms on AMD; vpgather measured 1.05x slower on Intel); else rows of `inner` with step 1, whose
-   columns repeat every `period` lanes (32: the 32 lanes are columns side by side, src at the first one's):
-   dst[j] = src[idx[j] * inner + j % period] (G5, rows of 4: 0.80x the time on AMD Zen 4). */
+/* 32 4- or 8-byte elements of a run whose indices are all in range as they are, by scalar loads, returning 1; 0
+   (nothing done) when one is not. period 0: dst[j] = src[idx[j]] (a flat index or set_index's offsets; G2 0.51 ->
+   0.44 ms, G4 without set_index 0.305 -> 0.25 ms on AMD; vpgather measured 1.05x slower on Intel); else rows of
+   `inner` with step 1, whose columns repeat every `period` lanes (32: the 32 lanes are columns side by side, src
+   at the first one's): dst[j] = src[idx[j] * inner + j % period] (G5, rows of 4: 0.83-0.87x the time on AMD Zen 4). */
 SYNET_INLINE int direct32(const void *src, const void *idx, const int idx_size, void *dst, const int width,
-                          synet_size count, synet_size inner, const int period, const int negatives)
+                          synet_size count, synet_size inner, const int period)
 {
-#define NORMAL(I) (negatives ? (I) + ((I) < 0 ? count : 0) : (I))
-#define ROW_AT(I, J) (period ? NORMAL(I) * inner + (J) % period : NORMAL(I))
-/* an int32 index of a 64-bit word's 32 bits W: zero-extended when it cannot be negative (a free move) */
-#define INDEX32(W) (negatives ? (synet_size)(int32_t)(W) : (synet_size)(uint32_t)(W))
-    if (!all_in_range32(idx, idx_size, count, negatives ? count : 0))
+#define ROW_AT(I, J) (period ? (I) * inner + (J) % period : (I))
+    if (!all_in_range32(idx, idx_size, count))
         return 0;
     if (width == 4 && idx_size == 4)
-        PAIR_LOOP(ROW_AT(INDEX32(((const pair_u *)idx)[j / 2]), j),
-                  ROW_AT(INDEX32(((const pair_u *)idx)[j / 2] >> 32), j + 1))
+        PAIR_LOOP(ROW_AT((uint32_t)((const pair_u *)idx)[j / 2], j), ROW_AT(((const pair_u *)idx)[j / 2] >> 32, j + 1))
     else if (width == 4)
         PAIR_LOOP(ROW_AT(((const offset_u *)idx)[j], j), ROW_AT(((const offset_u *)idx)[j + 1], j + 1))
     else if (idx_size == 4)
         SCALAR_LOOP(int32_t, uint64_t, ROW_AT(((const index_u *)idx)[j], j))
     else
         SCALAR_LOOP(int64_t, uint64_t, ROW_AT(((const index_u *)idx)[j], j))
-#undef INDEX32
 #undef ROW_AT
-#undef NORMAL
     return 1;
 }
 #undef SCALAR_LOOP
@@ -248,12 +237,53 @@ SYNET_INLINE __m512i next_pos(__m512i pos, __m512i advance, __m512i span)
     return _mm512_mask_sub_epi32(p, _mm512_cmpge_epi32_mask(p, span), p, span);
 }
 
+/* The prefetches of a run's block at k: ahead[*a:] in steps of ahead_step bytes (*a: how far it got), the index
+   INDEX_PREFETCH bytes ahead of the block (inside it only) */
+SYNET_INLINE void prefetch_block(const char *ahead, synet_size *a, synet_size ahead_step, synet_size ahead_bytes,
+                                 const void *idx, synet_size idx_bytes, synet_size k, const int idx_size)
+{
+    for (synet_size end = *a + ahead_step; *a < end && *a < ahead_bytes; *a += 64)
+        _mm_prefetch(ahead + *a, _MM_HINT_T0);
+    for (synet_size line = 0; line < 32 * idx_size; line += 64)
+        if (k * idx_size + INDEX_PREFETCH + line < idx_bytes) /* inside the index only */
+            _mm_prefetch((const char *)idx + k * idx_size + INDEX_PREFETCH + line, _MM_HINT_T0);
+}
+
+/* The blocks of 32 of a run of rows of len elements (gather_row's, step 1, len a multiple of 32 or a divisor of
+   it: `period` 32 or len) from k = 0 by direct32 while their indices are in range as they are; returns where it
+   stopped, *column the column of that block's first lane. The columns of a block's lanes repeat every `period`
+   lanes, from column k mod len. gather_row's loop does the rest: trying each block there, and falling back to
+   scalar32 where one failed, cost G1 (half its indices negative) 1.06x its time. */
+SYNET_INLINE synet_size direct_rows(const char *src, const void *idx, synet_size idx_bytes, void *dst, synet_size n,
+                                    synet_size len, synet_size count, synet_size inner, const char *ahead,
+                                    synet_size *a, synet_size ahead_step, synet_size ahead_bytes, const int width,
+                                    const int idx_size, const int period, synet_size *column)
+{
+    synet_size k = 0, c = 0;
+    for (; k + 32 <= n; k += 32) {
+        prefetch_block(ahead, a, ahead_step, ahead_bytes, idx, idx_bytes, k, idx_size);
+        const char *ik = (const char *)idx + k * idx_size;
+        char *dk = (char *)dst + k * width;
+        const int done = period == 32   ? direct32(src + c * width, ik, idx_size, dk, width, count, inner, 32)
+                         : period == 16 ? direct32(src, ik, idx_size, dk, width, count, inner, 16)
+                         : period == 8  ? direct32(src, ik, idx_size, dk, width, count, inner, 8)
+                         : period == 4  ? direct32(src, ik, idx_size, dk, width, count, inner, 4)
+                                        : direct32(src, ik, idx_size, dk, width, count, inner, 2);
+        if (!done)
+            break;
+        if (period == 32 && (c += 32) == len)
+            c = 0;
+    }
+    *column = c;
+    return k;
+}
+
 /* dst[k] = src[norm(idx[k]) * inner + (k mod row_len) * step] for k < n (a run of rows of row_len elements, or
-   one row: row_len >= n) in blocks of 32 (direct32, scalar32 unless
-   `vector_gather`, or two gathers in flight: G2 6-10% faster than one). ahead[0:ahead_bytes], the next
-   task's source, is prefetched in equal parts per iteration: random reads inside a small slice defeat the hardware prefetcher (G4 1.26x,
-   G2 1.06x faster). idx[n:idx_bytes / idx_size] is more index of the task (prefetched too). Returns the
-   out-of-range count. */
+   one row: row_len >= n) in blocks of 32 (direct32 first for rows that allow it: direct_rows; then direct32,
+   scalar32 unless `vector_gather`, or two gathers in flight: G2 6-10% faster than one). ahead[0:ahead_bytes],
+   the next task's source, is prefetched in equal parts per iteration: random reads inside a small slice defeat
+   the hardware prefetcher (G4 1.26x, G2 1.06x faster). idx[n:idx_bytes / idx_size] is more index of the task
+   (prefetched too). Returns the out-of-range count. */
 SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const void *idx, synet_size idx_bytes,
                                    void *dst, synet_size n, synet_size row_len, synet_size count, synet_size inner,
                                    synet_size step, const char *ahead, synet_size ahead_bytes, const int width,
@@ -270,31 +300,24 @@ SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const 
                                      _mm512_set1_epi32((int)step));
     for (synet_size q = len; q < 16; q += len)
         pos = _mm512_mask_sub_epi32(pos, _mm512_cmpge_epi32_mask(pos, span), pos, span);
-    /* rows of `inner` (step 1) of a multiple of 32 or a divisor of 32 go by direct32 where their indices allow:
-       the columns of a block's lanes repeat every `period` lanes, from column k mod len (the first lane's) */
-    const int rows = !inner1 && !offsets && width >= 4 && step == 1;
-    const int period = !rows ? 0 : len % 32 == 0 ? 32 : 32 % len == 0 ? (int)len : 0;
     const synet_size ahead_step = ((ahead_bytes * 32 + n - 1) / n + 63) & ~(synet_size)63;
-    synet_size bad = 0, a = 0;
-    for (synet_size k = 0; k < n; k += 32) {
-        for (synet_size end = a + ahead_step; a < end && a < ahead_bytes; a += 64)
-            _mm_prefetch(ahead + a, _MM_HINT_T0);
-        for (synet_size line = 0; line < 32 * idx_size; line += 64)
-            if (k * idx_size + INDEX_PREFETCH + line < idx_bytes) /* inside the index only */
-                _mm_prefetch((const char *)idx + k * idx_size + INDEX_PREFETCH + line, _MM_HINT_T0);
+    synet_size bad = 0, a = 0, k = 0;
+    const int rows = !inner1 && !offsets && width >= 4 && step == 1;
+    const int period = !rows ? 0 : len % 32 == 0 ? 32 : 32 % len == 0 && len > 1 ? (int)len : 0;
+    if (period) {
+        synet_size column;
+        k = direct_rows((const char *)src, idx, idx_bytes, dst, n, len, count, inner, ahead, &a, ahead_step,
+                        ahead_bytes, width, idx_size, period, &column);
+        pos = _mm512_add_epi32(pos, _mm512_set1_epi32((int)column)); /* (k mod len = column; lanes j < 16: no wrap) */
+    }
+    for (; k < n; k += 32) {
+        prefetch_block(ahead, &a, ahead_step, ahead_bytes, idx, idx_bytes, k, idx_size);
         const __mmask32 m = n - k >= 32 ? 0xFFFFFFFFu : (__mmask32)((1ull << (n - k)) - 1);
         if (m == 0xFFFFFFFFu) {
             const char *ik = (const char *)idx + k * idx_size;
             char *dk = (char *)dst + k * width;
             const __m512i pos1 = next_pos(pos, advance, span);
-            const char *column = (const char *)src + _mm_cvtsi128_si32(_mm512_castsi512_si128(pos)) * width;
-#define DIRECT(SRC, PERIOD)                                                                                        \
-    (direct32(SRC, ik, idx_size, dk, width, count, inner, PERIOD, 0) ||                                            \
-     (!offsets && direct32(SRC, ik, idx_size, dk, width, count, inner, PERIOD, 1)))
-            int done = (inner1 && width >= 4 && DIRECT(src, 0)) || (period == 32 && DIRECT(column, 32)) ||
-                       (period == 16 && DIRECT(src, 16)) || (period == 8 && DIRECT(src, 8)) ||
-                       (period == 4 && DIRECT(src, 4)) || (period == 2 && DIRECT(src, 2));
-#undef DIRECT
+            int done = inner1 && width >= 4 && direct32(src, ik, idx_size, dk, width, count, 1, 0);
             if (!done && !vector_gather) {
                 bad += scalar32(src, ik, idx_size, offsets, dk, width, vcount, inner1 ? 1 : inner, vinner, pos, pos1);
                 done = 1;
