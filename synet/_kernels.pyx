@@ -495,6 +495,24 @@ cdef enum:
     COPY_BLOCK = 1 << 18   # bytes a memcpy call of copy_run copies (the last one: the rest)
 
 
+def _source_and_target(source, target, bint aligned):
+    """`source` and `target` as ndarrays, C-contiguous (and aligned to their elements where `aligned`): the
+    bench's run helpers' arguments."""
+    a = require_array(source, "source")
+    b = require_array(target, "target")
+    if not (a.flags.c_contiguous and b.flags.c_contiguous and (not aligned or a.flags.aligned and b.flags.aligned)):
+        raise ValueError(f"source, target: expected C-contiguous{', aligned' if aligned else ''} arrays")
+    return a, b
+
+
+def _check_target_apart(a, b):
+    """target `b` writeable and apart from source `a`."""
+    if not b.flags.writeable:
+        raise ValueError("target: expected a writeable array, got a read-only one")
+    if np.may_share_memory(a, b):
+        raise ValueError("target: must not overlap source")
+
+
 def copy_run(source, target, n_threads=None):
     """Copy the bytes of `source` into `target` (C-contiguous ndarrays of the same size in bytes, target
     writeable, not overlapping) on `n_threads` threads, each a contiguous share of COPY_BLOCK-byte blocks:
@@ -502,16 +520,10 @@ def copy_run(source, target, n_threads=None):
     calls (glibc switches to non-temporal stores for large sizes: one 20 MB copy against two of 10 MB made
     a second thread look 3x faster)."""
     cdef int threads = call_threads(n_threads)
-    a = require_array(source, "source")
-    b = require_array(target, "target")
-    if not (a.flags.c_contiguous and b.flags.c_contiguous):
-        raise ValueError("source, target: expected C-contiguous arrays")
+    a, b = _source_and_target(source, target, False)
     if a.nbytes != b.nbytes:
         raise ValueError(f"target: expected {a.nbytes} bytes (source's), got {b.nbytes}")
-    if not b.flags.writeable:
-        raise ValueError("target: expected a writeable array, got a read-only one")
-    if np.may_share_memory(a, b):
-        raise ValueError("target: must not overlap source")
+    _check_target_apart(a, b)
     cdef const char* src = <const char*>cnp.PyArray_DATA(<cnp.ndarray>a)
     cdef char* dst = <char*>cnp.PyArray_DATA(<cnp.ndarray>b)
     cdef Py_ssize_t n = a.nbytes, blocks = (n + COPY_BLOCK - 1) // COPY_BLOCK, i
@@ -561,17 +573,11 @@ cdef class LoadRun:
     cdef int width
 
     def __init__(self, source, offsets, target):
-        a = require_array(source, "source")
-        b = require_array(target, "target")
-        if not (a.flags.c_contiguous and b.flags.c_contiguous and a.flags.aligned and b.flags.aligned):
-            raise ValueError("source, target: expected C-contiguous, aligned arrays")
+        a, b = _source_and_target(source, target, True)
         if a.itemsize != b.itemsize or a.itemsize not in (1, 2, 4, 8):
             raise ValueError(f"target: expected elements of source's size, 1, 2, 4 or 8 bytes; got {b.itemsize} "
                              f"and {a.itemsize}")
-        if not b.flags.writeable:
-            raise ValueError("target: expected a writeable array, got a read-only one")
-        if np.may_share_memory(a, b):
-            raise ValueError("target: must not overlap source")
+        _check_target_apart(a, b)
         o = np.asarray(offsets)
         o = np.array(o, dtype=o.dtype if o.dtype in (np.int32, np.int64) else np.int64, order="C", copy=True)
         if o.size != b.size:

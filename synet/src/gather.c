@@ -251,13 +251,12 @@ SYNET_INLINE void prefetch_block(const char *ahead, synet_size *a, synet_size ah
 
 /* The blocks of 32 of a run of rows of len elements (gather_row's, step 1, len a multiple of 32 or a divisor of
    it: `period` 32 or len) from k = 0 by direct32 while their indices are in range as they are; returns where it
-   stopped, *column the column of that block's first lane. The columns of a block's lanes repeat every `period`
-   lanes, from column k mod len. gather_row's loop does the rest: trying each block there, and falling back to
+   stopped. The columns of a block's lanes repeat every `period` lanes, from column k mod len (c). gather_row's loop does the rest: trying each block there, and falling back to
    scalar32 where one failed, cost G1 (half its indices negative) 1.06x its time. */
 SYNET_INLINE synet_size direct_rows(const char *src, const void *idx, synet_size idx_bytes, void *dst, synet_size n,
                                     synet_size len, synet_size count, synet_size inner, const char *ahead,
                                     synet_size *a, synet_size ahead_step, synet_size ahead_bytes, const int width,
-                                    const int idx_size, const int period, synet_size *column)
+                                    const int idx_size, const int period)
 {
     synet_size k = 0, c = 0;
     for (; k + 32 <= n; k += 32) {
@@ -274,7 +273,6 @@ SYNET_INLINE synet_size direct_rows(const char *src, const void *idx, synet_size
         if (period == 32 && (c += 32) == len)
             c = 0;
     }
-    *column = c;
     return k;
 }
 
@@ -304,11 +302,10 @@ SYNET_INLINE synet_size gather_row(const void *src, synet_size src_bytes, const 
     synet_size bad = 0, a = 0, k = 0;
     const int rows = !inner1 && !offsets && width >= 4 && step == 1;
     const int period = !rows ? 0 : len % 32 == 0 ? 32 : 32 % len == 0 && len > 1 ? (int)len : 0;
-    if (period) {
-        synet_size column;
+    if (period) { /* pos at k: column k mod len on (0 where len divides 32; lanes j < 16 do not wrap) */
         k = direct_rows((const char *)src, idx, idx_bytes, dst, n, len, count, inner, ahead, &a, ahead_step,
-                        ahead_bytes, width, idx_size, period, &column);
-        pos = _mm512_add_epi32(pos, _mm512_set1_epi32((int)column)); /* (k mod len = column; lanes j < 16: no wrap) */
+                        ahead_bytes, width, idx_size, period);
+        pos = _mm512_add_epi32(pos, _mm512_set1_epi32((int)(k % len)));
     }
     for (; k < n; k += 32) {
         prefetch_block(ahead, &a, ahead_step, ahead_bytes, idx, idx_bytes, k, idx_size);
